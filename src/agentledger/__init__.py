@@ -1,0 +1,57 @@
+"""agentledger: the durable memory of AI-agent harnesses.
+
+Sessions (ordered messages and key/value state), the steps of each run, the user's
+grants and checkpoints, stored in your relational database through SQLAlchemy 2.x,
+versioned with Alembic, with optimistic concurrency on every dialect.
+"""
+
+from ._json import Limits
+from .engine import configure_sqlite_engine
+from .errors import (
+    AgentLedgerError,
+    ConflictError,
+    DatabaseError,
+    DatabaseLockedError,
+    DatabaseUnavailableError,
+    InvalidIdError,
+    NotFoundError,
+    PermissionDeniedError,
+    SchemaError,
+    UsageError,
+    ValidationError,
+)
+from .ledger import AsyncLedger, AsyncUnitOfWork, Ledger
+from .models import AgentCheckpoint, AgentGrant, AgentMessage, AgentSession, AgentStep, metadata
+from .records import Page, RunSummary, SessionRecord, SessionSummary, TokenUsage
+from .uow import UnitOfWork
+
+__all__ = [
+    "AgentCheckpoint",
+    "AgentGrant",
+    "AgentLedgerError",
+    "AgentMessage",
+    "AgentSession",
+    "AgentStep",
+    "AsyncLedger",
+    "AsyncUnitOfWork",
+    "ConflictError",
+    "DatabaseError",
+    "DatabaseLockedError",
+    "DatabaseUnavailableError",
+    "InvalidIdError",
+    "Ledger",
+    "Limits",
+    "NotFoundError",
+    "Page",
+    "PermissionDeniedError",
+    "RunSummary",
+    "SchemaError",
+    "SessionRecord",
+    "SessionSummary",
+    "TokenUsage",
+    "UnitOfWork",
+    "UsageError",
+    "ValidationError",
+    "configure_sqlite_engine",
+    "metadata",
+]

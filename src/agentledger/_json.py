@@ -1,0 +1,120 @@
+"""JSON validation owned by the library: what is stored is exactly what comes back.
+
+Drivers and databases disagree about JSON (SQLite stores NaN and lone surrogates,
+PostgreSQL rejects them, MariaDB rejects them through a CHECK, Python's encoder
+turns ``{1: 2}`` into ``{"1": 2}`` and tuples into lists). So values are checked
+here, before any SQL, and the error names the path of the offending value.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ValidationError
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Size and depth limits, enforced before any write.
+
+    The defaults stay below MariaDB's 16 MiB ``max_allowed_packet`` even when every
+    byte needs escaping on the way to the server (at most twice the size).
+
+    Attributes:
+        max_value_bytes: largest JSON value (session state, a message's content or
+            metadata, a step field), in bytes of UTF-8 JSON text.
+        max_checkpoint_bytes: largest checkpoint payload, in bytes of UTF-8 JSON text.
+        max_depth: deepest nesting of lists and objects.
+    """
+
+    max_value_bytes: int = 4 * MiB
+    max_checkpoint_bytes: int = 6 * MiB
+    max_depth: int = 64
+
+    def __post_init__(self) -> None:
+        for name in ("max_value_bytes", "max_checkpoint_bytes", "max_depth"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValidationError(f"Limits.{name} must be a positive int, got {value!r}")
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _describe(path: str, problem: str) -> ValidationError:
+    return ValidationError(f"{path}: {problem}", path=path)
+
+
+def _check_string(text: str, path: str) -> None:
+    if "\x00" in text:
+        raise _describe(path, "contains a NUL character (\\x00), which PostgreSQL cannot store")
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _describe(path, "contains a lone surrogate, which is not valid Unicode") from None
+
+
+def _check_scalar(value: object, path: str) -> None:
+    kind = type(value)
+    if kind is str:
+        _check_string(value, path)  # type: ignore[arg-type]
+    elif kind is float and not math.isfinite(value):  # type: ignore[arg-type]
+        raise _describe(path, f"{value!r} is not a JSON number (NaN and infinities are not JSON)")
+    elif kind not in _SCALARS:
+        hint = ""
+        if kind is tuple:
+            hint = "; use a list"
+        elif hasattr(value, "model_dump"):
+            hint = "; pass .model_dump(mode='json')"
+        raise _describe(path, f"a {kind.__name__} is not a JSON value{hint}")
+
+
+def check_json(value: Any, *, path: str, limits: Limits, max_bytes: int | None = None) -> str:
+    """Check that ``value`` is plain JSON within ``limits`` and return its JSON text.
+
+    Plain JSON means dicts with str keys, lists, str, int, finite float, bool and None,
+    of those exact types (subclasses could serialise differently from how they compare).
+    """
+    stack: list[tuple[Any, str, int]] = [(value, path, 0)]
+    while stack:
+        item, where, depth = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            if depth >= limits.max_depth:
+                raise _describe(where, f"nesting deeper than {limits.max_depth} levels")
+            for key, child in item.items():
+                if type(key) is not str:
+                    raise _describe(where, f"key {key!r} is a {type(key).__name__}, not a str")
+                _check_string(key, f"{where} key {key[:40]!r}")
+                stack.append((child, f"{where}[{key!r}]", depth + 1))
+        elif kind is list:
+            if depth >= limits.max_depth:
+                raise _describe(where, f"nesting deeper than {limits.max_depth} levels")
+            stack.extend(
+                (child, f"{where}[{index}]", depth + 1) for index, child in enumerate(item)
+            )
+        else:
+            _check_scalar(item, where)
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except (ValueError, TypeError, RecursionError) as exc:  # huge ints beyond str() limits
+        raise _describe(path, f"cannot be written as JSON ({exc})") from None
+    limit = limits.max_value_bytes if max_bytes is None else max_bytes
+    size = len(text.encode("utf-8"))
+    if size > limit:
+        raise _describe(path, f"is {size:,} bytes of JSON, over the limit of {limit:,} bytes")
+    return text
+
+
+def check_object(value: Any, *, path: str, limits: Limits) -> dict[str, Any]:
+    """Check a JSON object (session state, metadata) and return it."""
+    if type(value) is not dict:
+        raise _describe(path, f"must be a dict of JSON values, got {type(value).__name__}")
+    check_json(value, path=path, limits=limits)
+    return value

@@ -1,0 +1,134 @@
+"""Every driver and SQLAlchemy error becomes an AgentLedgerError here, and only here.
+
+The same condition surfaces as different exception classes per driver (a PostgreSQL
+serialization failure is an OperationalError under psycopg and a bare DBAPIError
+under asyncpg), so errors are classified by SQLSTATE, MySQL errno, SQLite error name
+and ``connection_invalidated``, never by class alone and never by message text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import URL
+from sqlalchemy.orm.exc import StaleDataError
+
+from .engine import mask
+from .errors import (
+    AgentLedgerError,
+    ConflictError,
+    DatabaseError,
+    DatabaseLockedError,
+    DatabaseUnavailableError,
+    PermissionDeniedError,
+)
+
+_PG_SERIALIZATION = {"40001", "40P01"}
+_PG_LOCKED = {"55P03"}
+_PG_PERMISSION = {"42501", "28000", "28P01"}
+_PG_UNAVAILABLE_CLASSES = ("08", "57", "53", "3D")  # connection, shutdown, resources, no db
+_MYSQL_SERIALIZATION = {1213}
+_MYSQL_LOCKED = {1205}
+_MYSQL_PERMISSION = {1044, 1045, 1142, 1143, 1227, 1370}
+_MYSQL_UNAVAILABLE = {1040, 1049, 1053, 2002, 2003, 2005, 2006, 2013, 2055}
+_SQLITE_LOCKED = {"SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_BUSY_SNAPSHOT", "SQLITE_BUSY_RECOVERY"}
+_SQLITE_PERMISSION = {"SQLITE_READONLY", "SQLITE_PERM", "SQLITE_AUTH"}
+_SQLITE_UNAVAILABLE = {"SQLITE_CANTOPEN", "SQLITE_IOERR", "SQLITE_NOTADB"}
+_UNIQUE = {"23505"}
+_FOREIGN_KEY = {"23503"}
+
+
+def sqlstate(error: BaseException) -> str | None:
+    """The SQLSTATE of a driver error (PostgreSQL drivers), if it has one."""
+    orig = getattr(error, "orig", error)
+    for candidate in (orig, getattr(orig, "__cause__", None)):
+        code = getattr(candidate, "sqlstate", None) or getattr(candidate, "pgcode", None)
+        if isinstance(code, str):
+            return code
+    return None
+
+
+def mysql_errno(error: BaseException) -> int | None:
+    """The MySQL/MariaDB error number of a driver error, if it has one."""
+    orig = getattr(error, "orig", error)
+    args = getattr(orig, "args", ())
+    if args and isinstance(args[0], int) and not isinstance(args[0], bool):
+        return args[0]
+    return None
+
+
+def sqlite_name(error: BaseException) -> str | None:
+    """The SQLite error name (``SQLITE_BUSY``, ``SQLITE_CONSTRAINT_UNIQUE``...), if any."""
+    orig = getattr(error, "orig", error)
+    name = getattr(orig, "sqlite_errorname", None)
+    return name if isinstance(name, str) else None
+
+
+def is_unique_violation(error: BaseException) -> bool:
+    """Whether ``error`` is a duplicate key on a primary key or unique constraint."""
+    name = sqlite_name(error)
+    if name is not None:
+        return name in ("SQLITE_CONSTRAINT_PRIMARYKEY", "SQLITE_CONSTRAINT_UNIQUE")
+    return sqlstate(error) in _UNIQUE or mysql_errno(error) == 1062
+
+
+def is_foreign_key_violation(error: BaseException) -> bool:
+    """Whether ``error`` is a row pointing at a parent that is not there (any more)."""
+    name = sqlite_name(error)
+    if name is not None:
+        return name == "SQLITE_CONSTRAINT_FOREIGNKEY"
+    return sqlstate(error) in _FOREIGN_KEY or mysql_errno(error) in (1452, 1216)
+
+
+def _scrub(text: str, url: URL | None) -> str:
+    if url is not None and url.password:
+        text = text.replace(str(url.password), "***")
+    return text
+
+
+def translate(error: BaseException, url: URL | None) -> AgentLedgerError:
+    """The AgentLedgerError that tells a caller what ``error`` means for them."""
+    if isinstance(error, AgentLedgerError):
+        return error
+    if isinstance(error, sa_exc.StatementError) and isinstance(error.orig, AgentLedgerError):
+        return error.orig
+    where = f" ({mask(url)})" if url is not None else ""
+    detail = _scrub(
+        f"{type(getattr(error, 'orig', error)).__name__}: {getattr(error, 'orig', error)}", url
+    )
+    if isinstance(error, StaleDataError):
+        return ConflictError(f"another writer changed the row first: {error}", reason="stale")
+    if isinstance(error, sa_exc.DBAPIError) and error.connection_invalidated:
+        return DatabaseUnavailableError(f"the database connection was lost{where}: {detail}")
+    code, errno, name = sqlstate(error), mysql_errno(error), sqlite_name(error)
+    if code in _PG_SERIALIZATION or errno in _MYSQL_SERIALIZATION:
+        return ConflictError(
+            f"the database aborted the transaction to keep it serializable{where}: {detail}",
+            reason="serialization",
+        )
+    if code in _PG_LOCKED or errno in _MYSQL_LOCKED or name in _SQLITE_LOCKED:
+        return DatabaseLockedError(f"the database is locked by another writer{where}: {detail}")
+    if code in _PG_PERMISSION or errno in _MYSQL_PERMISSION or name in _SQLITE_PERMISSION:
+        return PermissionDeniedError(f"permission denied{where}: {detail}")
+    if (
+        (code is not None and code.startswith(_PG_UNAVAILABLE_CLASSES))
+        or errno in _MYSQL_UNAVAILABLE
+        or name in _SQLITE_UNAVAILABLE
+        or isinstance(error, OSError | sa_exc.DisconnectionError | sa_exc.TimeoutError)
+        or (isinstance(error, sa_exc.OperationalError) and (code, errno, name) == (None,) * 3)
+    ):
+        return DatabaseUnavailableError(f"cannot reach the database{where}: {detail}")
+    return DatabaseError(f"database error{where}: {detail}")
+
+
+@contextmanager
+def translated(url: URL | None) -> Iterator[None]:
+    """Re-raise any driver, SQLAlchemy or OS error inside the block as an AgentLedgerError."""
+    try:
+        yield
+    except AgentLedgerError:
+        raise
+    except (sa_exc.SQLAlchemyError, OSError) as error:
+        raise translate(error, url) from error

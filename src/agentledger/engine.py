@@ -1,0 +1,298 @@
+"""Engines: URLs and drivers, SQLite set-up, owned versus borrowed engines.
+
+This is the engine set-up home of dialect differences:
+
+- A plain ``sqlite:///``, ``postgresql://`` or ``mysql://`` URL picks the driver that
+  fits the API (pysqlite / aiosqlite, psycopg / asyncpg, PyMySQL / aiomysql), and a
+  driver named for the other API is swapped for its twin.
+- SQLite connections get WAL, a busy timeout and foreign keys on, and run with the
+  driver's own transaction handling off, so that write units of work can begin with
+  ``BEGIN IMMEDIATE`` (concurrent writers wait for the lock instead of failing at
+  once with "database is locked") while reads stay deferred.
+- ``in_memory()`` stores use SQLite's memdb VFS under a private name: every
+  connection of the process sees the same database, with real locking. StaticPool
+  or a shared cache would share one connection or block concurrent work.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import ConnectionPoolEntry
+
+from .errors import DatabaseError, SchemaError, ValidationError
+
+DEFAULT_URL = "sqlite:///agentledger.db"
+URL_ENV = "AGENTLEDGER_DATABASE_URL"
+WRITE_OPTION = "agentledger_write"
+"""Connection execution option: this transaction will write (SQLite: BEGIN IMMEDIATE)."""
+SQLITE_BUSY_TIMEOUT_MS = 15_000
+
+_SYNC_DRIVERS = {
+    "sqlite": "pysqlite",
+    "postgresql": "psycopg",
+    "mysql": "pymysql",
+    "mariadb": "pymysql",
+}
+_ASYNC_DRIVERS = {
+    "sqlite": "aiosqlite",
+    "postgresql": "asyncpg",
+    "mysql": "aiomysql",
+    "mariadb": "aiomysql",
+}
+_TO_ASYNC = {
+    "pysqlite": "aiosqlite",
+    "psycopg": "psycopg_async",
+    "psycopg2": "asyncpg",
+    "pg8000": "asyncpg",
+    "pymysql": "aiomysql",
+    "mysqldb": "aiomysql",
+    "mysqlconnector": "aiomysql",
+}
+_TO_SYNC = {
+    "aiosqlite": "pysqlite",
+    "asyncpg": "psycopg",
+    "psycopg_async": "psycopg",
+    "aiomysql": "pymysql",
+    "asyncmy": "pymysql",
+}
+_EXTRAS = {"postgresql": "postgres", "mysql": "mysql", "mariadb": "mysql"}
+_SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+
+def mask(url: str | URL) -> str:
+    """The URL as text with its password replaced by ``***``: safe for errors and logs."""
+    try:
+        parsed = url if isinstance(url, URL) else make_url(url)
+    except ArgumentError:
+        return "<unparseable database URL>"
+    return parsed.render_as_string(hide_password=True)
+
+
+def resolve_url(url: str | URL | None, *, asynchronous: bool) -> URL:
+    """The URL to connect to, with the driver that fits the sync or async API.
+
+    ``None`` means ``AGENTLEDGER_DATABASE_URL``, else ``sqlite:///agentledger.db``.
+    """
+    if url is None:
+        url = os.environ.get(URL_ENV) or DEFAULT_URL
+    try:
+        parsed = url if isinstance(url, URL) else make_url(url)
+    except ArgumentError:
+        raise ValidationError(
+            f"not a database URL: {mask(url)!s}; expected something like "
+            "sqlite:///agentledger.db or postgresql://user@host/db",
+            path="url",
+        ) from None
+    backend = parsed.get_backend_name()
+    if backend == "postgres":
+        backend = "postgresql"
+    if backend not in _SYNC_DRIVERS:
+        raise ValidationError(
+            f"unsupported database {backend!r} in {mask(parsed)}: agentledger runs on "
+            "sqlite, postgresql and mysql/mariadb",
+            path="url",
+        )
+    driver = parsed.drivername.partition("+")[2]
+    if not driver:
+        driver = (_ASYNC_DRIVERS if asynchronous else _SYNC_DRIVERS)[backend]
+    elif asynchronous:
+        driver = _TO_ASYNC.get(driver, driver)
+    else:
+        driver = _TO_SYNC.get(driver, driver)
+    return parsed.set(drivername=f"{backend}+{driver}")
+
+
+def validate_schema(schema: str | None, dialect_name: str) -> str | None:
+    """Check the PostgreSQL schema option: an identifier, and only on PostgreSQL."""
+    if schema is None:
+        return None
+    if not isinstance(schema, str) or _SCHEMA_NAME.fullmatch(schema) is None:
+        raise ValidationError(
+            f"invalid schema name {schema!r}: use a letter or '_' then up to 62 letters, "
+            "digits or '_'",
+            path="schema",
+        )
+    if dialect_name != "postgresql":
+        raise SchemaError(
+            f"the schema option is only available on PostgreSQL, not on {dialect_name}: "
+            "on SQLite and MySQL/MariaDB agentledger's tables live in the database the "
+            "URL names (the table prefix agentledger_ keeps them apart)"
+        )
+    return schema
+
+
+def _engine_options(url: URL) -> dict[str, Any]:
+    backend = url.get_backend_name()
+    if backend == "sqlite":
+        return {}
+    options: dict[str, Any] = {"pool_pre_ping": True}
+    if backend in ("mysql", "mariadb"):
+        # Below MariaDB/MySQL's default wait_timeout (8 h), so idle connections are
+        # replaced before the server drops them.
+        options["pool_recycle"] = 3600
+    return options
+
+
+def _missing_driver(url: URL, exc: Exception) -> DatabaseError:
+    extra = _EXTRAS.get(url.get_backend_name())
+    hint = f"pip install 'agentledger[{extra}]'" if extra else "install the driver"
+    return DatabaseError(f"the driver for {mask(url)} is not installed ({exc}); {hint}")
+
+
+def create_sync_engine(url: str | URL | None = None, **options: Any) -> Engine:
+    """A sync Engine configured for agentledger (SQLite pragmas and BEGIN IMMEDIATE)."""
+    resolved = resolve_url(url, asynchronous=False)
+    try:
+        engine = create_engine(resolved, **{**_engine_options(resolved), **options})
+    except (ModuleNotFoundError, NoSuchModuleError) as exc:
+        raise _missing_driver(resolved, exc) from None
+    configure_sqlite_engine(engine)
+    return engine
+
+
+def create_async_engine_for(url: str | URL | None = None, **options: Any) -> AsyncEngine:
+    """An AsyncEngine configured for agentledger (SQLite pragmas and BEGIN IMMEDIATE)."""
+    resolved = resolve_url(url, asynchronous=True)
+    try:
+        engine = create_async_engine(resolved, **{**_engine_options(resolved), **options})
+    except (ModuleNotFoundError, NoSuchModuleError) as exc:
+        raise _missing_driver(resolved, exc) from None
+    configure_sqlite_engine(engine.sync_engine)
+    return engine
+
+
+def configure_sqlite_engine(engine: Engine) -> None:
+    """Give a SQLite engine the set-up agentledger relies on; other engines are left alone.
+
+    Call it on a SQLite engine you create and share with agentledger: it turns the
+    driver's own transaction handling off on each connection, sets WAL, a busy
+    timeout and foreign keys, and makes transactions that will write begin with
+    ``BEGIN IMMEDIATE``. Calling it twice is harmless.
+    """
+    if engine.dialect.name != "sqlite" or is_configured_sqlite(engine):
+        return
+    event.listen(engine, "connect", _on_sqlite_connect)
+    event.listen(engine, "begin", _on_sqlite_begin)
+
+
+def is_configured_sqlite(engine: Engine) -> bool:
+    """Whether ``configure_sqlite_engine`` has been applied to ``engine``."""
+    return event.contains(engine, "begin", _on_sqlite_begin)
+
+
+def _on_sqlite_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+    # The driver's implicit BEGIN would be deferred and would skip DDL; we emit our own.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.execute("PRAGMA journal_mode")
+        mode = str(cursor.fetchone()[0]).lower()
+        if mode not in ("wal", "memory"):
+            cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA synchronous = FULL")
+    finally:
+        cursor.close()
+
+
+def _on_sqlite_begin(connection: Connection) -> None:
+    writes = connection.get_execution_options().get(WRITE_OPTION, False)
+    connection.exec_driver_sql("BEGIN IMMEDIATE" if writes else "BEGIN")
+
+
+def check_borrowed_sqlite(connection: Connection) -> None:
+    """Refuse a borrowed SQLite engine whose connections would break agentledger.
+
+    Foreign keys off means deleting a session leaves its messages behind, so it is
+    refused; the rest (WAL, BEGIN IMMEDIATE) only costs concurrency and is allowed.
+    """
+    if connection.dialect.name != "sqlite" or is_configured_sqlite(connection.engine):
+        return
+    enabled = connection.exec_driver_sql("PRAGMA foreign_keys").scalar()
+    if not enabled:
+        raise SchemaError(
+            "this SQLite engine has foreign keys switched off, so deleting a session "
+            "would leave its rows behind",
+            hint="call agentledger.configure_sqlite_engine(engine) right after "
+            "create_engine(), or run PRAGMA foreign_keys=ON on every connection",
+        )
+
+
+@contextmanager
+def sqlite_migration_connection(connection: Connection) -> Iterator[Connection]:
+    """Prepare a SQLite connection for a migration run and hold its write lock.
+
+    Alembic's batch mode rebuilds a table by copy, drop and rename; with foreign keys
+    on, the drop would cascade-delete every child row. Foreign keys go off (checked,
+    since the PRAGMA is a silent no-op inside a transaction), the run is one
+    ``BEGIN IMMEDIATE`` transaction (the lock that serialises concurrent upgrades),
+    ``foreign_key_check`` runs before the commit, and everything is restored after.
+    """
+    if connection.in_transaction():
+        raise SchemaError(
+            "a SQLite migration needs a connection outside a transaction (foreign keys "
+            "cannot be switched off inside one)"
+        )
+    dbapi = connection.connection.dbapi_connection
+    assert dbapi is not None
+    saved_isolation = dbapi.isolation_level
+    dbapi.isolation_level = None
+    cursor = dbapi.cursor()
+    try:
+        cursor.execute("PRAGMA foreign_keys = OFF")
+        cursor.execute("PRAGMA foreign_keys")
+        if tuple(cursor.fetchone() or ()) != (0,):
+            raise SchemaError("could not switch SQLite foreign keys off for the migration")
+        with connection.execution_options(**{WRITE_OPTION: True}).begin():
+            if not is_configured_sqlite(connection.engine):
+                connection.exec_driver_sql("BEGIN IMMEDIATE")
+            yield connection
+            problems = connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+            if problems:
+                raise SchemaError(f"the migration left rows with broken foreign keys: {problems}")
+    finally:
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.close()
+        dbapi.isolation_level = saved_isolation
+
+
+class MemoryDatabase:
+    """A private in-process SQLite database (memdb VFS), kept alive while open.
+
+    A memdb database lives as long as one connection to it is open; this object holds
+    that connection, so pool churn never loses the data.
+    """
+
+    def __init__(self) -> None:
+        self.name = f"/agentledger-{uuid.uuid4().hex}"
+        self._keeper: sqlite3.Connection | None = sqlite3.connect(
+            self.uri, uri=True, check_same_thread=False
+        )
+
+    @property
+    def uri(self) -> str:
+        """The SQLite URI of the database, for sqlite3.connect(uri=True)."""
+        return f"file:{self.name}?vfs=memdb"
+
+    def url(self, *, asynchronous: bool) -> URL:
+        """The SQLAlchemy URL of the database for the sync or async API."""
+        driver = "aiosqlite" if asynchronous else "pysqlite"
+        return make_url(f"sqlite+{driver}:///file:{self.name}?vfs=memdb&uri=true")
+
+    def close(self) -> None:
+        """Let the database go once the last engine connection closes."""
+        if self._keeper is not None:
+            self._keeper.close()
+            self._keeper = None

@@ -1,0 +1,136 @@
+"""The error hierarchy: every error the public API raises derives from AgentLedgerError.
+
+Each class docstring says exactly when it is raised. Every error carries
+``retryable``: True when running the same unit of work again may succeed.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+ConflictReason = Literal["stale", "exists", "deleted", "parent", "serialization"]
+
+
+class AgentLedgerError(Exception):
+    """Root of every error agentledger raises; no driver or SQLAlchemy error escapes."""
+
+    retryable: bool = False
+
+
+class InvalidIdError(AgentLedgerError, ValueError):
+    """Raised before any SQL when a session id breaks the id rules.
+
+    Session ids are 1 to 128 ASCII letters, digits, ``_``, ``-`` and ``.``, not
+    starting with ``.``.
+    """
+
+    def __init__(self, message: str, *, value: object = None) -> None:
+        super().__init__(message)
+        self.value = value
+
+
+class ValidationError(AgentLedgerError, ValueError):
+    """Raised before any write when input breaks a rule: bad JSON, a naive datetime,
+    a value over a size or depth limit, a tampered cursor, an unknown option.
+
+    ``path`` names the offending key or field (for example ``state['user']['tags'][3]``).
+    """
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class NotFoundError(AgentLedgerError, LookupError):
+    """Raised when the session (or checkpoint) asked for does not exist.
+
+    Also raised by writes that must never resurrect a deleted session: appending
+    a step, granting, finalizing or checkpointing an unknown id.
+    """
+
+    def __init__(self, message: str, *, entity: str = "session", id: str | None = None) -> None:
+        super().__init__(message)
+        self.entity = entity
+        self.id = id
+
+
+class ConflictError(AgentLedgerError):
+    """Raised when another writer got there first.
+
+    ``reason`` is one of:
+
+    - ``stale``: the record's revision is no longer the stored one; re-read and re-decide.
+    - ``exists``: creating an id that is already taken.
+    - ``deleted``: saving, appending to or replacing a session another writer deleted.
+    - ``parent``: a checkpoint's expected parent is no longer the session's latest.
+    - ``serialization``: the database reported a serialization failure or deadlock;
+      run the unit of work again (``retryable`` is True).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: ConflictReason,
+        id: str | None = None,
+        expected: object = None,
+        actual: object = None,
+    ) -> None:
+        super().__init__(message)
+        self.reason: ConflictReason = reason
+        self.id = id
+        self.expected = expected
+        self.actual = actual
+        self.retryable = reason in ("stale", "serialization")
+
+
+class SchemaError(AgentLedgerError):
+    """Raised when the database schema is missing, behind or ahead of this package,
+    or when a configuration the schema depends on is refused (a PostgreSQL schema
+    name on SQLite, say). ``hint`` is the command that fixes it, when there is one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        current: str | None = None,
+        head: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(f"{message}\n  hint: {hint}" if hint else message)
+        self.current = current
+        self.head = head
+        self.hint = hint
+
+
+class DatabaseError(AgentLedgerError):
+    """Raised for a database failure a caller can act on, or one agentledger cannot
+    classify further. The message carries the URL with its password masked.
+    """
+
+
+class DatabaseUnavailableError(DatabaseError):
+    """Raised when the database cannot be reached or the connection was lost.
+
+    Nothing of the unit of work that was running is stored; running it again is safe.
+    """
+
+    retryable = True
+
+
+class DatabaseLockedError(DatabaseError):
+    """Raised when a lock could not be had in time (SQLite busy, a lock wait timeout)."""
+
+    retryable = True
+
+
+class PermissionDeniedError(DatabaseError):
+    """Raised when the database user lacks a privilege the operation needs."""
+
+
+class UsageError(AgentLedgerError, RuntimeError):
+    """Raised when the API is used in a way that cannot work: a ledger-level call
+    inside an open unit of work of the same task, a closed ledger, a unit of work
+    used after it ended.
+    """

@@ -1,0 +1,21 @@
+"""agentledger's declarative models: public, typed, for direct queries."""
+
+from .base import NAMING_CONVENTION, TABLE_PREFIX, VERSION_TABLE, Base, metadata
+from .checkpoint import AgentCheckpoint
+from .grant import AgentGrant
+from .message import AgentMessage
+from .session import AgentSession
+from .step import AgentStep
+
+__all__ = [
+    "NAMING_CONVENTION",
+    "TABLE_PREFIX",
+    "VERSION_TABLE",
+    "AgentCheckpoint",
+    "AgentGrant",
+    "AgentMessage",
+    "AgentSession",
+    "AgentStep",
+    "Base",
+    "metadata",
+]

@@ -1,0 +1,44 @@
+"""AgentMessage: one message of a session's conversation."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import ForeignKey, Integer, String, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from .base import MYSQL_TABLE_ARGS, Base
+from .types import BigIntId, Identifier, JSONDocument, UTCDateTime
+
+if TYPE_CHECKING:
+    from .session import AgentSession
+
+
+class AgentMessage(Base):
+    """A message row of ``agentledger_messages``, ordered by ``seq`` within its session."""
+
+    __tablename__ = "agentledger_messages"
+
+    id: Mapped[int] = mapped_column(BigIntId, primary_key=True, autoincrement=True)
+    """Surrogate key; says nothing about order (commit order is not id order)."""
+    session_id: Mapped[str] = mapped_column(
+        Identifier(128), ForeignKey("agentledger_sessions.id", ondelete="CASCADE")
+    )
+    """The session the message belongs to; deleted with it."""
+    seq: Mapped[int] = mapped_column(Integer)
+    """Position in the conversation: starts at 1, strictly increases, never reused."""
+    role: Mapped[str] = mapped_column(String(32))
+    """Who spoke: ``user``, ``assistant``, ``system``, ``tool`` or a harness's own role."""
+    content: Mapped[Any] = mapped_column(JSONDocument())
+    """The message content: any JSON value, stored as text so it round-trips exactly."""
+    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSONDocument())
+    """Caller metadata (a JSON object): ids from the provider, attachments, flags."""
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    """When the message was appended (UTC, microseconds)."""
+
+    session: Mapped[AgentSession] = relationship(back_populates="messages", lazy="raise")
+    """The owning session. Declared so a flush updates the session row (and checks its
+    revision) before inserting messages."""
+
+    __table_args__ = (UniqueConstraint("session_id", "seq"), MYSQL_TABLE_ARGS)

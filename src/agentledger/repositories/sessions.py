@@ -1,0 +1,413 @@
+"""Sessions: create, read, save with optimistic concurrency, finalize, delete, list."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Row, Select, delete, exists, select, tuple_
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import make_transient_to_detached
+from sqlalchemy.orm.exc import StaleDataError
+
+from .._json import check_object
+from .._proxy import async_proxy, sync_proxy
+from .._translate import is_unique_violation
+from ..errors import ConflictError, InvalidIdError, NotFoundError, ValidationError
+from ..ids import validate_id
+from ..models import AgentSession
+from ..records import Page, SessionRecord, SessionSummary
+from ..uow import Repository, operation
+from ._facades import AsyncFacadeBase, SyncLedgerFacade
+
+_SESSIONS = AgentSession.__table__
+_SUMMARY_COLUMNS = (
+    _SESSIONS.c.id,
+    _SESSIONS.c.title,
+    _SESSIONS.c.preview,
+    _SESSIONS.c.app_name,
+    _SESSIONS.c.user_id,
+    _SESSIONS.c.model,
+    _SESSIONS.c.status,
+    _SESSIONS.c.message_count,
+    _SESSIONS.c.step_count,
+    _SESSIONS.c.input_tokens,
+    _SESSIONS.c.output_tokens,
+    _SESSIONS.c.total_tokens,
+    _SESSIONS.c.created_at,
+    _SESSIONS.c.updated_at,
+)
+MAX_PAGE_SIZE = 1000
+
+
+def _text(value: object, *, field: str, max_length: int) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValidationError(f"{field} must be a string, got {type(value).__name__}", path=field)
+    if len(value) > max_length:
+        raise ValidationError(
+            f"{field} is {len(value)} characters, over the limit of {max_length}", path=field
+        )
+    if "\x00" in value:
+        raise ValidationError(f"{field} contains a NUL character", path=field)
+    return value
+
+
+def _scope(value: object, *, field: str) -> str | None:
+    if value is None:
+        return None
+    return validate_id(value, what=field)
+
+
+def record_of(row: Row[Any]) -> SessionRecord:
+    """A SessionRecord from a row of every session column."""
+    return SessionRecord.model_validate(dict(row._mapping))
+
+
+def summary_of(row: Row[Any]) -> SessionSummary:
+    """A SessionSummary from a row of ``_SUMMARY_COLUMNS``; title falls back to the preview."""
+    values = dict(row._mapping)
+    preview = values.pop("preview")
+    values["title"] = values["title"] or preview
+    return SessionSummary.model_validate(values)
+
+
+class SessionRepository(Repository):
+    """The single implementation of the session operations."""
+
+    @operation(writes=True)
+    def create(
+        self,
+        id: str | None = None,
+        *,
+        app_name: str | None = None,
+        user_id: str | None = None,
+        title: str | None = None,
+        model: str | None = None,
+        state: dict[str, Any] | None = None,
+    ) -> SessionRecord:
+        """Create a session; an id is generated (sortable by creation time) when none is given.
+
+        Raises:
+            ConflictError: reason ``exists`` when the id is taken.
+            InvalidIdError, ValidationError: bad id, scope, title, model or state.
+        """
+        now = self._work.settings.now()
+        row = self._new_row(
+            id, now, app_name=app_name, user_id=user_id, title=title, model=model, state=state
+        )
+        self._session.add(row)
+        try:
+            self._session.flush()
+        except IntegrityError as error:
+            if is_unique_violation(error):
+                raise ConflictError(
+                    f"session {row.id!r} already exists", reason="exists", id=row.id
+                ) from error
+            raise
+        return self._record(row.id)
+
+    def _new_row(
+        self,
+        id: str | None,
+        now: datetime,
+        *,
+        app_name: str | None = None,
+        user_id: str | None = None,
+        title: str | None = None,
+        model: str | None = None,
+        state: dict[str, Any] | None = None,
+    ) -> AgentSession:
+        from ..ids import new_id
+
+        limits = self._work.settings.limits
+        return AgentSession(
+            id=validate_id(id) if id is not None else new_id(now),
+            app_name=_scope(app_name, field="app_name"),
+            user_id=_scope(user_id, field="user_id"),
+            title=_text(title, field="title", max_length=512),
+            model=_text(model, field="model", max_length=255),
+            status="active",
+            state=check_object({} if state is None else state, path="state", limits=limits),
+            message_count=0,
+            message_seq=0,
+            step_count=0,
+            checkpoint_seq=0,
+            input_tokens=0,
+            output_tokens=0,
+            total_tokens=0,
+            created_at=now,
+            updated_at=now,
+        )
+
+    def _record(self, id: str, *, lock: bool = False) -> SessionRecord:
+        query = select(_SESSIONS).where(_SESSIONS.c.id == id)
+        if lock:
+            # A locking read sees the latest committed row even under MariaDB's
+            # REPEATABLE READ, where a plain SELECT would reuse the first snapshot.
+            query = query.with_for_update(read=True)
+        row = self._session.execute(query).first()
+        if row is None:
+            raise NotFoundError(f"no session {id!r}", id=id)
+        return record_of(row)
+
+    @operation(writes=False)
+    def get(self, id: str) -> SessionRecord:
+        """The session ``id``.
+
+        Raises:
+            NotFoundError: no such session.
+        """
+        return self._record(validate_id(id))
+
+    @operation(writes=False)
+    def get_or_none(self, id: str) -> SessionRecord | None:
+        """The session ``id``, or None when there is none."""
+        try:
+            return self._record(validate_id(id))
+        except NotFoundError:
+            return None
+
+    @operation(writes=False)
+    def exists(self, id: str) -> bool:
+        """Whether session ``id`` exists."""
+        return self._exists(validate_id(id))
+
+    def _exists(self, id: str) -> bool:
+        return bool(self._session.execute(select(exists().where(_SESSIONS.c.id == id))).scalar())
+
+    @operation(writes=True)
+    def get_or_create(self, /, id: str, **fields: Any) -> tuple[SessionRecord, bool]:
+        """The session ``id`` and False, or a new one made with ``fields`` and True.
+
+        Two concurrent callers for one id get one session: one creates it, the other
+        gets the stored one.
+        """
+        validate_id(id)
+        unknown = set(fields) - {"app_name", "user_id", "title", "model", "state"}
+        if unknown:
+            raise ValidationError(f"unknown session fields: {sorted(unknown)}", path="fields")
+        try:
+            return self._record(id), False
+        except NotFoundError:
+            pass
+        now = self._work.settings.now()
+        row = self._new_row(id, now, **fields)
+        savepoint = self._session.begin_nested()
+        try:
+            self._session.add(row)
+            self._session.flush()
+        except IntegrityError as error:
+            savepoint.rollback()
+            if not is_unique_violation(error):
+                raise
+            return self._record(id, lock=True), False
+        savepoint.commit()
+        return self._record(id), True
+
+    @operation(writes=True)
+    def save(self, record: SessionRecord) -> SessionRecord:
+        """Write the record's title, model and state, if its revision is still the stored one.
+
+        Returns the record at its new revision (one more).
+
+        Raises:
+            ConflictError: reason ``stale`` when another writer saved first, ``deleted``
+                when another writer deleted the session.
+            ValidationError: a title, model or state that cannot be stored.
+        """
+        if not isinstance(record, SessionRecord):
+            raise ValidationError(
+                f"save() takes a SessionRecord, got {type(record).__name__}", path="record"
+            )
+        limits = self._work.settings.limits
+        title = _text(record.title, field="title", max_length=512)
+        model = _text(record.model, field="model", max_length=255)
+        state = check_object(record.state, path="state", limits=limits)
+        row = self._detached(record)
+        row.title, row.model, row.state = title, model, state
+        row.updated_at = self._work.settings.now()
+        self._flush_versioned(record)
+        return self._record(record.id)
+
+    def _detached(self, record: SessionRecord) -> AgentSession:
+        """A session row the ORM treats as loaded at the record's revision, without a SELECT:
+        the next flush is ``UPDATE ... WHERE id = :id AND revision = :revision``."""
+        key = self._session.identity_key(AgentSession, record.id)
+        loaded = self._session.identity_map.get(key)
+        if loaded is not None:
+            self._session.expunge(loaded)
+        row = AgentSession(id=record.id, revision=record.revision)
+        make_transient_to_detached(row)
+        self._session.add(row)
+        return row
+
+    def _flush_versioned(self, record: SessionRecord) -> None:
+        try:
+            self._session.flush()
+        except StaleDataError as error:
+            self._session.rollback()
+            if self._exists(record.id):
+                raise ConflictError(
+                    f"session {record.id!r} changed since revision {record.revision}; "
+                    "read it again and re-apply the change",
+                    reason="stale",
+                    id=record.id,
+                    expected=record.revision,
+                ) from error
+            raise ConflictError(
+                f"session {record.id!r} was deleted by another writer",
+                reason="deleted",
+                id=record.id,
+            ) from error
+
+    @operation(writes=True)
+    def delete(self, id: str) -> None:
+        """Delete session ``id`` with its messages, steps, grants and checkpoints.
+
+        Raises:
+            NotFoundError: no such session.
+        """
+        validate_id(id)
+        result = self._session.execute(delete(AgentSession).where(AgentSession.id == id))
+        if result.rowcount == 0:  # type: ignore[attr-defined]
+            raise NotFoundError(f"no session {id!r}", id=id)
+
+    @operation(writes=False)
+    def list(
+        self,
+        *,
+        app_name: str | None = None,
+        user_id: str | None = None,
+        status: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page[SessionSummary]:
+        """Sessions, most recently updated first (id breaks ties), one page at a time.
+
+        Raises:
+            ValidationError: a bad limit, or a cursor that is tampered with or comes
+                from a listing with other filters.
+        """
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_PAGE_SIZE:
+            raise ValidationError(
+                f"limit must be 1 to {MAX_PAGE_SIZE}, got {limit!r}", path="limit"
+            )
+        filters = (
+            _scope(app_name, field="app_name"),
+            _scope(user_id, field="user_id"),
+            _text(status, field="status", max_length=32),
+        )
+        query = self._listing(*filters)
+        if cursor is not None:
+            after = _Cursor.decode(cursor, filters)
+            query = query.where(
+                tuple_(_SESSIONS.c.updated_at, _SESSIONS.c.id) < tuple_(after.updated_at, after.id)
+            )
+        rows = self._session.execute(query.limit(limit + 1)).all()
+        items = [summary_of(row) for row in rows[:limit]]
+        next_cursor = None
+        if len(rows) > limit:
+            last = items[-1]
+            next_cursor = _Cursor(last.updated_at, last.id).encode(filters)
+        return Page[SessionSummary](items=items, next_cursor=next_cursor)
+
+    @staticmethod
+    def _listing(app_name: str | None, user_id: str | None, status: str | None) -> Select[Any]:
+        query = select(*_SUMMARY_COLUMNS)
+        for column, value in (
+            (_SESSIONS.c.app_name, app_name),
+            (_SESSIONS.c.user_id, user_id),
+            (_SESSIONS.c.status, status),
+        ):
+            if value is not None:
+                query = query.where(column == value)
+        return query.order_by(_SESSIONS.c.updated_at.desc(), _SESSIONS.c.id.desc())
+
+    @operation(writes=False)
+    def most_recent(
+        self, *, app_name: str | None = None, user_id: str | None = None
+    ) -> SessionSummary | None:
+        """The most recently updated session ("continue where I left off"), or None."""
+        query = self._listing(
+            _scope(app_name, field="app_name"), _scope(user_id, field="user_id"), None
+        )
+        row = self._session.execute(query.limit(1)).first()
+        return summary_of(row) if row is not None else None
+
+
+class _Cursor:
+    """A keyset position (updated_at, id), opaque to callers and checked on the way back.
+
+    The encoding carries a checksum and a fingerprint of the listing's filters, so a
+    tampered or truncated cursor, or one from another listing, is a ValidationError.
+    """
+
+    def __init__(self, updated_at: datetime, id: str) -> None:
+        self.updated_at = updated_at
+        self.id = id
+
+    @staticmethod
+    def _digest(body: bytes, filters: tuple[str | None, ...]) -> str:
+        material = body + json.dumps(filters).encode()
+        return hashlib.sha256(material).hexdigest()[:16]
+
+    def encode(self, filters: tuple[str | None, ...]) -> str:
+        body = json.dumps([self.updated_at.isoformat(), self.id]).encode()
+        token = base64.urlsafe_b64encode(body).decode().rstrip("=")
+        return f"{token}.{self._digest(body, filters)}"
+
+    @classmethod
+    def decode(cls, cursor: object, filters: tuple[str | None, ...]) -> _Cursor:
+        problem = ValidationError(
+            "invalid cursor: pass back the next_cursor of the same listing, unchanged",
+            path="cursor",
+        )
+        if not isinstance(cursor, str) or cursor.count(".") != 1 or len(cursor) > 1024:
+            raise problem
+        token, digest = cursor.split(".")
+        try:
+            body = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+            if cls._digest(body, filters) != digest:
+                raise problem
+            stamp, id = json.loads(body)
+            position = cls(datetime.fromisoformat(stamp), validate_id(id))
+        except (ValueError, TypeError, InvalidIdError):
+            raise problem from None
+        if position.updated_at.tzinfo is None:
+            raise problem
+        return position
+
+
+class SessionsOnLedger(SyncLedgerFacade):
+    """``ledger.sessions`` (sync): each call is its own transaction."""
+
+    _repository = SessionRepository
+    create = sync_proxy(SessionRepository.create)
+    get = sync_proxy(SessionRepository.get)
+    get_or_none = sync_proxy(SessionRepository.get_or_none)
+    exists = sync_proxy(SessionRepository.exists)
+    get_or_create = sync_proxy(SessionRepository.get_or_create)
+    save = sync_proxy(SessionRepository.save)
+    delete = sync_proxy(SessionRepository.delete)
+    list = sync_proxy(SessionRepository.list)
+    most_recent = sync_proxy(SessionRepository.most_recent)
+
+
+class AsyncSessionRepository(AsyncFacadeBase):
+    """Sessions on the async API: the same operations, awaited."""
+
+    _repository = SessionRepository
+    create = async_proxy(SessionRepository.create)
+    get = async_proxy(SessionRepository.get)
+    get_or_none = async_proxy(SessionRepository.get_or_none)
+    exists = async_proxy(SessionRepository.exists)
+    get_or_create = async_proxy(SessionRepository.get_or_create)
+    save = async_proxy(SessionRepository.save)
+    delete = async_proxy(SessionRepository.delete)
+    list = async_proxy(SessionRepository.list)
+    most_recent = async_proxy(SessionRepository.most_recent)
