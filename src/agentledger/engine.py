@@ -250,6 +250,8 @@ def sqlite_migration_connection(connection: Connection) -> Iterator[Connection]:
     saved_isolation = dbapi.isolation_level
     dbapi.isolation_level = None
     cursor = dbapi.cursor()
+    cursor.execute("PRAGMA foreign_keys")
+    saved_foreign_keys = tuple(cursor.fetchone() or ()) == (1,)
     try:
         cursor.execute("PRAGMA foreign_keys = OFF")
         cursor.execute("PRAGMA foreign_keys")
@@ -263,7 +265,7 @@ def sqlite_migration_connection(connection: Connection) -> Iterator[Connection]:
             if problems:
                 raise SchemaError(f"the migration left rows with broken foreign keys: {problems}")
     finally:
-        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.execute(f"PRAGMA foreign_keys = {'ON' if saved_foreign_keys else 'OFF'}")
         cursor.close()
         dbapi.isolation_level = saved_isolation
 

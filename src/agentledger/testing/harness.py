@@ -9,6 +9,7 @@ async API and threads for the sync one.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -17,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, text
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
+from sqlalchemy.orm import Session
 
 from ..errors import UsageError
 
@@ -86,25 +88,23 @@ class Barrier:
 
 @dataclass
 class CallerTransaction:
-    """A host application's own connection and transaction, to join."""
+    """A host application's own connection (or ORM session) in a transaction, to join."""
 
     join: Any
-    _connection: Connection | AsyncConnection
-    _mode: str
+    _connection: Connection | AsyncConnection | Session | AsyncSession
 
     async def execute(self, sql: str, **params: Any) -> Any:
-        if isinstance(self._connection, AsyncConnection):
-            return await self._connection.execute(text(sql), params)
-        return self._connection.execute(text(sql), params)
+        result = self._connection.execute(text(sql), params)
+        return await result if inspect.isawaitable(result) else result
 
     async def commit(self) -> None:
         result = self._connection.commit()
-        if result is not None:
+        if inspect.isawaitable(result):
             await result
 
     async def rollback(self) -> None:
         result = self._connection.rollback()
-        if result is not None:
+        if inspect.isawaitable(result):
             await result
 
 
@@ -141,25 +141,34 @@ class Harness:
         return Barrier(parties, self.mode)
 
     @asynccontextmanager
-    async def caller_transaction(self) -> AsyncIterator[CallerTransaction]:
-        """A connection of the ledger's engine in a transaction of its own, as a host
-        application would hold it; rolled back at the end unless committed."""
+    async def caller_transaction(self, *, orm: bool = False) -> AsyncIterator[CallerTransaction]:
+        """A connection (or, with ``orm``, an ORM session) of the ledger's engine in a
+        transaction of its own, as a host application holds it; rolled back at the end
+        unless committed."""
         engine = self.ledger.engine
         if isinstance(engine, AsyncEngine):
+            if orm:
+                async with AsyncSession(engine) as session, session.begin():
+                    yield CallerTransaction(session, session)
+                    await session.rollback()
+                return
             async with engine.connect() as connection:
                 await connection.begin()
-                yield CallerTransaction(connection, connection, self.mode)
-                if connection.in_transaction():
-                    await connection.rollback()
+                yield CallerTransaction(connection, connection)
+                await connection.rollback()
             return
-        with _sync_connection(engine) as sync_connection:
-            yield CallerTransaction(sync_connection, sync_connection, self.mode)
+        with _sync_caller(engine, orm) as caller:
+            yield CallerTransaction(caller, caller)
 
 
 @contextmanager
-def _sync_connection(engine: Engine) -> Iterator[Connection]:
+def _sync_caller(engine: Engine, orm: bool) -> Iterator[Connection | Session]:
+    if orm:
+        with Session(engine) as session, session.begin():
+            yield session
+            session.rollback()
+        return
     with engine.connect() as connection:
         connection.begin()
         yield connection
-        if connection.in_transaction():
-            connection.rollback()
+        connection.rollback()

@@ -414,26 +414,31 @@ class UnitOfWorkContract:
             await harness.ledger.run(invalid)
         assert len(calls) == 1
 
-    async def test_a_joined_unit_of_work_commits_with_its_caller(self, harness: Harness) -> None:
-        async with harness.caller_transaction() as caller:
+    @pytest.mark.parametrize("orm", [False, True], ids=["connection", "orm-session"])
+    async def test_a_joined_unit_of_work_commits_with_its_caller(
+        self, harness: Harness, orm: bool
+    ) -> None:
+        async with harness.caller_transaction(orm=orm) as caller:
             async with harness.ledger.unit_of_work(join=caller.join) as uow:
                 await uow.sessions.create("joined")
             await caller.commit()
         assert await harness.ledger.sessions.exists("joined")
 
+    @pytest.mark.parametrize("orm", [False, True], ids=["connection", "orm-session"])
     async def test_a_joined_unit_of_work_whose_caller_rolls_back_leaves_nothing(
-        self, harness: Harness
+        self, harness: Harness, orm: bool
     ) -> None:
-        async with harness.caller_transaction() as caller:
+        async with harness.caller_transaction(orm=orm) as caller:
             async with harness.ledger.unit_of_work(join=caller.join) as uow:
                 await uow.sessions.create("joined-then-rolled-back")
             await caller.rollback()
         assert not await harness.ledger.sessions.exists("joined-then-rolled-back")
 
+    @pytest.mark.parametrize("orm", [False, True], ids=["connection", "orm-session"])
     async def test_a_failing_joined_unit_of_work_leaves_the_caller_usable(
-        self, harness: Harness
+        self, harness: Harness, orm: bool
     ) -> None:
-        async with harness.caller_transaction() as caller:
+        async with harness.caller_transaction(orm=orm) as caller:
             async with harness.ledger.unit_of_work(join=caller.join) as uow:
                 await uow.sessions.create("kept")
             with pytest.raises(RuntimeError):

@@ -1,0 +1,64 @@
+"""SQLite engines get WAL, a busy timeout, foreign keys, and BEGIN IMMEDIATE for writes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import event
+
+from agentledger import AsyncLedger, Ledger, migrations
+
+pytestmark = pytest.mark.sqlite
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path}/setup.db"
+    migrations.upgrade(url)
+    return url
+
+
+def statements_of(engine: Any) -> list[str]:
+    seen: list[str] = []
+    event.listen(engine, "before_cursor_execute", lambda *args: seen.append(args[2]))
+    return seen
+
+
+def test_connections_use_wal_foreign_keys_and_a_busy_timeout(url: str) -> None:
+    with Ledger(url) as ledger, ledger.engine.connect() as connection:
+        pragma = connection.exec_driver_sql
+        assert pragma("PRAGMA journal_mode").scalar() == "wal"
+        assert pragma("PRAGMA foreign_keys").scalar() == 1
+        assert pragma("PRAGMA busy_timeout").scalar() == 15000
+
+
+def test_a_unit_of_work_begins_immediate_and_a_read_begins_deferred(url: str) -> None:
+    with Ledger(url) as ledger:
+        ledger.sessions.exists("warm-up")
+        seen = statements_of(ledger.engine)
+        with ledger.unit_of_work() as uow:
+            uow.sessions.create("w")
+        ledger.sessions.get("w")
+    begins = [sql for sql in seen if sql.startswith("BEGIN")]
+    assert begins == ["BEGIN IMMEDIATE", "BEGIN"]
+
+
+async def test_the_async_api_begins_the_same_way(url: str) -> None:
+    async with AsyncLedger(url) as ledger:
+        await ledger.sessions.exists("warm-up")
+        seen = statements_of(ledger.engine.sync_engine)
+        await ledger.sessions.create("w")
+        await ledger.sessions.get("w")
+    assert [sql for sql in seen if sql.startswith("BEGIN")] == ["BEGIN IMMEDIATE", "BEGIN"]
+
+
+def test_a_reader_is_not_blocked_by_an_open_write(url: str) -> None:
+    with Ledger(url) as writer, Ledger(url) as reader:
+        writer.sessions.create("before")
+        with writer.unit_of_work() as uow:
+            uow.sessions.create("pending")
+            assert reader.sessions.exists("before")
+            assert not reader.sessions.exists("pending")
+        assert reader.sessions.exists("pending")
