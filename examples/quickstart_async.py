@@ -20,7 +20,10 @@ async def main(url: str | None = None) -> None:
         session, created = await ledger.sessions.get_or_create(
             "trip-planner", user_id="ada", title="Planning a trip to Lisbon"
         )
-        print("created" if created else "found", f"session {session.id} at revision {session.revision}")
+        print(
+            "created" if created else "found",
+            f"session {session.id} at revision {session.revision}",
+        )
 
         # Read, modify, save: the save fails with ConflictError if another writer got
         # there first, so no update is ever silently lost.
@@ -31,12 +34,16 @@ async def main(url: str | None = None) -> None:
 
         page = await ledger.sessions.list(user_id="ada", limit=10)
         for item in page.items:
-            print(f"  {item.id:<14} {item.title or '':<30} {item.status:<8} {item.updated_at:%H:%M:%S}")
+            print(
+                f"  {item.id:<14} {item.title or '':<30} {item.status:<8} {item.updated_at:%H:%M:%S}"
+            )
 
     # A new process (or a restart) opens the same database and resumes.
     async with AsyncLedger(url) as ledger:
         resumed = await ledger.sessions.get("trip-planner")
-        print(f"resumed {resumed.id}: run #{resumed.state['runs']}, going to {resumed.state['destination']}")
+        print(
+            f"resumed {resumed.id}: run #{resumed.state['runs']}, going to {resumed.state['destination']}"
+        )
 
 
 if __name__ == "__main__":

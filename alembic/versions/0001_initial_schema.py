@@ -55,8 +55,14 @@ def _bigid() -> sa.types.TypeEngine[int]:
     return sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 
+def _json() -> sa.types.TypeEngine[object]:
+    # TEXT on SQLite: a column declared JSON gets numeric affinity there, which would
+    # turn the text of a top-level JSON number into a (rounded) number.
+    return sa.JSON().with_variant(sa.Text(), "sqlite")
+
+
 def _state() -> sa.types.TypeEngine[object]:
-    return sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
+    return _json().with_variant(postgresql.JSONB(), "postgresql")
 
 
 def _session_fk(table: str, schema: str | None) -> sa.ForeignKeyConstraint:
@@ -92,7 +98,7 @@ def upgrade() -> None:
         sa.Column("input_tokens", sa.BigInteger(), nullable=False),
         sa.Column("output_tokens", sa.BigInteger(), nullable=False),
         sa.Column("total_tokens", sa.BigInteger(), nullable=False),
-        sa.Column("last_run", sa.JSON(), nullable=True),
+        sa.Column("last_run", _json(), nullable=True),
         sa.Column("latest_checkpoint_ref", _id(64), nullable=True),
         sa.Column("preview", sa.String(256), nullable=True),
         sa.Column("created_at", _timestamp(), nullable=False),
@@ -116,8 +122,8 @@ def upgrade() -> None:
         sa.Column("session_id", _id(128), nullable=False),
         sa.Column("seq", sa.Integer(), nullable=False),
         sa.Column("role", sa.String(32), nullable=False),
-        sa.Column("content", sa.JSON(), nullable=False),
-        sa.Column("metadata", sa.JSON(), nullable=False),
+        sa.Column("content", _json(), nullable=False),
+        sa.Column("metadata", _json(), nullable=False),
         sa.Column("created_at", _timestamp(), nullable=False),
         *_child_keys("agentledger_messages", schema),
         schema=schema,
@@ -134,13 +140,13 @@ def upgrade() -> None:
         sa.Column("kind", sa.String(32), nullable=False),
         sa.Column("name", sa.String(255), nullable=True),
         sa.Column("model", sa.String(255), nullable=True),
-        sa.Column("input", sa.JSON(), nullable=True),
-        sa.Column("output", sa.JSON(), nullable=True),
-        sa.Column("tool_calls", sa.JSON(), nullable=True),
+        sa.Column("input", _json(), nullable=True),
+        sa.Column("output", _json(), nullable=True),
+        sa.Column("tool_calls", _json(), nullable=True),
         sa.Column("input_tokens", sa.BigInteger(), nullable=False),
         sa.Column("output_tokens", sa.BigInteger(), nullable=False),
         sa.Column("total_tokens", sa.BigInteger(), nullable=False),
-        sa.Column("usage_extra", sa.JSON(), nullable=True),
+        sa.Column("usage_extra", _json(), nullable=True),
         sa.Column("started_at", _timestamp(), nullable=False),
         sa.Column("ended_at", _timestamp(), nullable=True),
         sa.Column("error", sa.Text(), nullable=True),
@@ -176,7 +182,7 @@ def upgrade() -> None:
         sa.Column("created_at", _timestamp(), nullable=False),
         sa.Column("expires_at", _timestamp(), nullable=True),
         sa.Column("size", sa.Integer(), nullable=False),
-        sa.Column("payload", sa.JSON(), nullable=False),
+        sa.Column("payload", _json(), nullable=False),
         sa.PrimaryKeyConstraint("ref", name="pk_agentledger_checkpoints"),
         _session_fk("agentledger_checkpoints", schema),
         sa.UniqueConstraint("session_id", "seq", name="uq_agentledger_checkpoints_session_id_seq"),

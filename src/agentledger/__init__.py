@@ -10,6 +10,7 @@ from .engine import configure_sqlite_engine
 from .errors import (
     AgentLedgerError,
     ConflictError,
+    CorruptRecordError,
     DatabaseError,
     DatabaseLockedError,
     DatabaseUnavailableError,
@@ -22,7 +23,15 @@ from .errors import (
 )
 from .ledger import AsyncLedger, AsyncUnitOfWork, Ledger
 from .models import AgentCheckpoint, AgentGrant, AgentMessage, AgentSession, AgentStep, metadata
-from .records import Page, RunSummary, SessionRecord, SessionSummary, TokenUsage
+from .records import (
+    Message,
+    NewMessage,
+    Page,
+    RunSummary,
+    SessionRecord,
+    SessionSummary,
+    TokenUsage,
+)
 from .uow import UnitOfWork
 
 __all__ = [
@@ -35,12 +44,15 @@ __all__ = [
     "AsyncLedger",
     "AsyncUnitOfWork",
     "ConflictError",
+    "CorruptRecordError",
     "DatabaseError",
     "DatabaseLockedError",
     "DatabaseUnavailableError",
     "InvalidIdError",
     "Ledger",
     "Limits",
+    "Message",
+    "NewMessage",
     "NotFoundError",
     "Page",
     "PermissionDeniedError",

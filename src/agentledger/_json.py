@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ValidationError
+from .errors import CorruptRecordError, ValidationError
 
 MiB = 1024 * 1024
 
@@ -118,3 +118,19 @@ def check_object(value: Any, *, path: str, limits: Limits) -> dict[str, Any]:
         raise _describe(path, f"must be a dict of JSON values, got {type(value).__name__}")
     check_json(value, path=path, limits=limits)
     return value
+
+
+def decode_json(text: str | None, *, table: str, key: object, column: str) -> Any:
+    """Decode a stored JSON text; a value that is not JSON raises CorruptRecordError."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except (ValueError, TypeError) as error:
+        raise CorruptRecordError(
+            f"{table} row {key!r}: column {column} does not hold valid JSON ({error}); "
+            "it was written by something other than agentledger",
+            table=table,
+            key=key,
+            column=column,
+        ) from None

@@ -110,6 +110,18 @@ class DatabaseError(AgentLedgerError):
     """
 
 
+class CorruptRecordError(DatabaseError):
+    """Raised when a stored value cannot be decoded (JSON that is not JSON, say, written
+    by something other than agentledger). Names the table, the row and the column;
+    the row is never skipped or replaced silently."""
+
+    def __init__(self, message: str, *, table: str, key: object, column: str) -> None:
+        super().__init__(message)
+        self.table = table
+        self.key = key
+        self.column = column
+
+
 class DatabaseUnavailableError(DatabaseError):
     """Raised when the database cannot be reached or the connection was lost.
 

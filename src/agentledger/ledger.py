@@ -31,7 +31,12 @@ from .engine import (
     validate_schema,
 )
 from .errors import DatabaseError, UsageError, ValidationError
-from .repositories.sessions import AsyncSessionRepository, SessionsOnLedger
+from .repositories import (
+    AsyncMessageRepository,
+    AsyncSessionRepository,
+    MessagesOnLedger,
+    SessionsOnLedger,
+)
 from .uow import Settings, UnitOfWork, Work, marked_open, refuse_if_open
 
 R = TypeVar("R")
@@ -124,6 +129,8 @@ class Ledger(_LedgerBase):
         self.settings = self._settings_for(self._engine.url, self._engine.dialect.name)
         self.sessions = SessionsOnLedger(self._transact)
         """Session operations, each in its own transaction."""
+        self.messages = MessagesOnLedger(self._transact)
+        """Message operations, each in its own transaction."""
 
     @classmethod
     def in_memory(cls, *, clock: Clock | None = None, limits: Limits | None = None) -> Ledger:
@@ -228,6 +235,8 @@ class AsyncUnitOfWork:
         self._work = work
         self.sessions = AsyncSessionRepository(self._run)
         """Sessions of this unit of work."""
+        self.messages = AsyncMessageRepository(self._run)
+        """Messages of this unit of work."""
 
     async def _run(self, _writes: bool, fn: Callable[[Work], R]) -> R:
         work = self._work
@@ -282,6 +291,8 @@ class AsyncLedger(_LedgerBase):
         self._ready_lock = asyncio.Lock()
         self.sessions = AsyncSessionRepository(self._transact)
         """Session operations, each in its own transaction."""
+        self.messages = AsyncMessageRepository(self._transact)
+        """Message operations, each in its own transaction."""
 
     @classmethod
     def in_memory(cls, *, clock: Clock | None = None, limits: Limits | None = None) -> AsyncLedger:

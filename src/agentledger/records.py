@@ -10,7 +10,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import ValidationError as PydanticValidationError
 
 RunStatus = Literal["completed", "failed", "cancelled", "interrupted"]
 """How a run ended: ``completed`` (answered), ``failed`` (an error stopped it),
@@ -20,6 +21,10 @@ tool result or a human answer; a checkpoint holds what it needs to resume)."""
 SESSION_STATUSES: tuple[str, ...] = ("active", "completed", "failed", "cancelled", "interrupted")
 """A session is ``active`` until its first run is finalized, then it carries the last
 run's status."""
+
+
+T = TypeVar("T")
+_MISSING: Any = object()
 
 
 class Record(BaseModel):
@@ -79,6 +84,28 @@ class SessionRecord(Record):
     updated_at: datetime
     revision: int
 
+    def state_as(self, key: str, type_: type[T] | Any, default: Any = _MISSING) -> Any:
+        """The state value at ``key`` decoded as ``type_`` (a pydantic model, a dataclass,
+        ``list[int]``...): ``record.state_as("plan", Plan)``.
+
+        Raises:
+            agentledger.ValidationError: the key is missing (and no default was given), or
+                the value does not fit ``type_``; the message names the key.
+        """
+        from .errors import ValidationError
+
+        if key not in self.state:
+            if default is not _MISSING:
+                return default
+            raise ValidationError(f"state has no key {key!r}", path=f"state[{key!r}]")
+        try:
+            return TypeAdapter(type_).validate_python(self.state[key])
+        except PydanticValidationError as error:
+            raise ValidationError(
+                f"state[{key!r}] is not a valid {getattr(type_, '__name__', type_)}: {error}",
+                path=f"state[{key!r}]",
+            ) from None
+
 
 class SessionSummary(Record):
     """A listing row: what a person needs to recognise a session, without its content.
@@ -101,7 +128,22 @@ class SessionSummary(Record):
     updated_at: datetime
 
 
-T = TypeVar("T")
+class NewMessage(Record):
+    """A message to append: who spoke, what was said (any JSON value), and metadata."""
+
+    role: str = Field(min_length=1, max_length=32)
+    content: Any = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class Message(Record):
+    """A stored message: its place in the conversation (``seq``) and what was said."""
+
+    seq: int
+    role: str
+    content: Any
+    metadata: dict[str, Any]
+    created_at: datetime
 
 
 class Page(BaseModel, Generic[T]):

@@ -29,7 +29,7 @@ from .engine import WRITE_OPTION, check_borrowed_sqlite
 from .errors import ConflictError, DatabaseError, UsageError
 
 if TYPE_CHECKING:
-    from .repositories.sessions import SessionRepository
+    from .repositories import MessageRepository, SessionRepository
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -217,11 +217,13 @@ class UnitOfWork:
     """
 
     def __init__(self, work: Work) -> None:
-        from .repositories.sessions import SessionRepository
+        from .repositories import MessageRepository, SessionRepository
 
         self._work = work
         self.sessions: SessionRepository = SessionRepository(work)
         """Sessions of this unit of work."""
+        self.messages: MessageRepository = MessageRepository(work)
+        """Messages of this unit of work."""
 
     def __enter__(self) -> UnitOfWork:
         self._work.begin()

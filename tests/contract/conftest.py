@@ -19,8 +19,11 @@ from agentledger.testing import Harness, SyncAdapter
 from ..backends import BACKENDS, Backend
 from ..databases import empty_tables, migrated, server_url_or_skip
 
-_MARKS = {"sqlite": pytest.mark.sqlite, "postgresql": pytest.mark.postgresql,
-          "mysql": pytest.mark.mysql}
+_MARKS = {
+    "sqlite": pytest.mark.sqlite,
+    "postgresql": pytest.mark.postgresql,
+    "mysql": pytest.mark.mysql,
+}
 _migrated: dict[str, URL] = {}
 
 
@@ -51,7 +54,9 @@ async def harness(
 ) -> AsyncIterator[Harness]:
     backend, mode = request.param
     if backend.in_memory:
-        memory: Any = AsyncLedger.in_memory() if mode == "async" else SyncAdapter(Ledger.in_memory())
+        memory: Any = (
+            AsyncLedger.in_memory() if mode == "async" else SyncAdapter(Ledger.in_memory())
+        )
         try:
             yield Harness(memory, mode, f"{backend.name}-{mode}")
         finally:

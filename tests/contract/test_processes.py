@@ -24,8 +24,15 @@ def test_processes_doing_read_modify_save_lose_no_update(tmp_path: Path) -> None
         ledger.sessions.create("counter", state={"total": 0})
     workers = [
         subprocess.Popen(
-            [sys.executable, "-m", "tests.contract._writer", url, "counter", str(index),
-             str(ROUNDS)],
+            [
+                sys.executable,
+                "-m",
+                "tests.contract._writer",
+                url,
+                "counter",
+                str(index),
+                str(ROUNDS),
+            ],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

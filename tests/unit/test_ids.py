@@ -16,8 +16,27 @@ def test_valid_ids_pass(good: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "bad", ["", "x" * 129, ".dot", "sp ace", "tab\t", "nl\n", "end\n", "é", "\u200b", "a/b",
-            "a\\b", "a:b", "%s", "?", "'", '"', ";", "\x00"],
+    "bad",
+    [
+        "",
+        "x" * 129,
+        ".dot",
+        "sp ace",
+        "tab\t",
+        "nl\n",
+        "end\n",
+        "é",
+        "\u200b",
+        "a/b",
+        "a\\b",
+        "a:b",
+        "%s",
+        "?",
+        "'",
+        '"',
+        ";",
+        "\x00",
+    ],
     ids=repr,
 )
 def test_invalid_ids_raise_invalid_id_error(bad: str) -> None:

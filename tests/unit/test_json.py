@@ -16,8 +16,21 @@ LIMITS = Limits()
 
 @pytest.mark.parametrize(
     "value",
-    [None, True, 0, -1, 2**63 - 1, 2**70, -0.0, 1.5e300, "", "ünïcødé ✓ 🚀", [], {},
-     {"nested": [{"a": [1, 2, {"b": None}]}]}],
+    [
+        None,
+        True,
+        0,
+        -1,
+        2**63 - 1,
+        2**70,
+        -0.0,
+        1.5e300,
+        "",
+        "ünïcødé ✓ 🚀",
+        [],
+        {},
+        {"nested": [{"a": [1, 2, {"b": None}]}]},
+    ],
     ids=repr,
 )
 def test_plain_json_is_accepted_and_round_trips(value: Any) -> None:

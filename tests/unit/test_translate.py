@@ -28,8 +28,11 @@ class FakePgError(Exception):
         self.sqlstate = sqlstate
 
 
-def wrapped(orig: Exception, cls: type[sa_exc.DBAPIError] = sa_exc.OperationalError,
-            invalidated: bool = False) -> sa_exc.DBAPIError:
+def wrapped(
+    orig: Exception,
+    cls: type[sa_exc.DBAPIError] = sa_exc.OperationalError,
+    invalidated: bool = False,
+) -> sa_exc.DBAPIError:
     return cls("SELECT 1", {}, orig, connection_invalidated=invalidated)
 
 
@@ -87,10 +90,12 @@ def test_our_own_error_inside_a_statement_error_comes_out_unwrapped() -> None:
 
 @pytest.mark.parametrize(
     "error",
-    [wrapped(FakePgError("23505"), sa_exc.IntegrityError),
-     wrapped(Exception(1062, "Duplicate"), sa_exc.IntegrityError),
-     wrapped(sqlite_error("SQLITE_CONSTRAINT_PRIMARYKEY"), sa_exc.IntegrityError),
-     wrapped(sqlite_error("SQLITE_CONSTRAINT_UNIQUE"), sa_exc.IntegrityError)],
+    [
+        wrapped(FakePgError("23505"), sa_exc.IntegrityError),
+        wrapped(Exception(1062, "Duplicate"), sa_exc.IntegrityError),
+        wrapped(sqlite_error("SQLITE_CONSTRAINT_PRIMARYKEY"), sa_exc.IntegrityError),
+        wrapped(sqlite_error("SQLITE_CONSTRAINT_UNIQUE"), sa_exc.IntegrityError),
+    ],
 )
 def test_unique_violations_are_recognised_on_every_dialect(error: BaseException) -> None:
     assert is_unique_violation(error)
@@ -99,9 +104,11 @@ def test_unique_violations_are_recognised_on_every_dialect(error: BaseException)
 
 @pytest.mark.parametrize(
     "error",
-    [wrapped(FakePgError("23503"), sa_exc.IntegrityError),
-     wrapped(Exception(1452, "fk"), sa_exc.IntegrityError),
-     wrapped(sqlite_error("SQLITE_CONSTRAINT_FOREIGNKEY"), sa_exc.IntegrityError)],
+    [
+        wrapped(FakePgError("23503"), sa_exc.IntegrityError),
+        wrapped(Exception(1452, "fk"), sa_exc.IntegrityError),
+        wrapped(sqlite_error("SQLITE_CONSTRAINT_FOREIGNKEY"), sa_exc.IntegrityError),
+    ],
 )
 def test_foreign_key_violations_are_recognised_on_every_dialect(error: BaseException) -> None:
     assert is_foreign_key_violation(error)

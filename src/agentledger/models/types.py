@@ -9,7 +9,9 @@ This module is the one home of column-type dialect differences:
   ids, refs and capabilities must not, so they get the binary collation there.
 - ``JSONDocument`` / ``JSONState``: payloads are JSON (text on PostgreSQL, so
   they round-trip exactly); session state is JSONB on PostgreSQL so it can be
-  queried and indexed.
+  queried and indexed; on SQLite both are declared TEXT (see TextAffinityJSON).
+- ``json_text``: PostgreSQL drivers parse JSON columns themselves; we read the text
+  and decode it, so a corrupt value is reported with its row.
 - ``BigIntId``: a BIGINT primary key does not autoincrement on SQLite; INTEGER does
   (and is 64-bit there anyway).
 """
@@ -19,9 +21,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, DateTime, Integer, String
+from sqlalchemy import JSON, BigInteger, DateTime, Integer, String, Text
 from sqlalchemy.dialects import mysql, postgresql
 from sqlalchemy.engine import Dialect
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from ..clock import utc
@@ -66,19 +71,55 @@ def Identifier(length: int) -> TypeEngine[str]:
     )
 
 
+class TextAffinityJSON(JSON):
+    """SQLAlchemy's JSON type, declared TEXT on SQLite.
+
+    SQLite gives a column declared ``JSON`` numeric affinity: the text of a top-level
+    JSON number would be converted to a number on the way in, turning
+    12345678901234567890 into a float and -0.0 into 0. TEXT affinity stores the text.
+    """
+
+    cache_ok = True
+
+
+@compiles(TextAffinityJSON, "sqlite")
+def _text_affinity_json_sqlite(type_: TextAffinityJSON, compiler: Any, **kw: Any) -> str:
+    return "TEXT"
+
+
 def JSONDocument(*, none_as_null: bool = False) -> TypeEngine[Any]:
     """A JSON payload stored as text everywhere (JSON, not JSONB, on PostgreSQL).
 
     With ``none_as_null`` Python ``None`` is SQL NULL (an optional field); without
     it ``None`` is the JSON value ``null`` (content may be any JSON value).
     """
-    return JSON(none_as_null=none_as_null)
+    return TextAffinityJSON(none_as_null=none_as_null)
 
 
 def JSONState() -> TypeEngine[Any]:
     """Session state: JSONB on PostgreSQL (queryable, indexable), JSON elsewhere."""
-    return JSON().with_variant(postgresql.JSONB(), "postgresql")
+    return TextAffinityJSON().with_variant(postgresql.JSONB(), "postgresql")
 
 
 BigIntId = BigInteger().with_variant(Integer(), "sqlite")
 """A 64-bit autoincrement primary key that also autoincrements on SQLite."""
+
+
+class json_text(FunctionElement[str]):
+    """A JSON column read as its text, so agentledger decodes it (and can say which row
+    is corrupt) instead of the driver. PostgreSQL drivers parse json/jsonb themselves,
+    so there the column is cast to text; elsewhere JSON already arrives as text."""
+
+    type = Text()
+    inherit_cache = True
+    name = "json_text"
+
+
+@compiles(json_text)
+def _json_text_default(element: json_text, compiler: SQLCompiler, **kw: Any) -> str:
+    return compiler.process(element.clauses, **kw)
+
+
+@compiles(json_text, "postgresql")
+def _json_text_postgresql(element: json_text, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"CAST({compiler.process(element.clauses, **kw)} AS TEXT)"

@@ -6,24 +6,30 @@ import base64
 import hashlib
 import json
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import Row, Select, delete, exists, select, tuple_
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import make_transient_to_detached
+from sqlalchemy.orm import Session, make_transient_to_detached
 from sqlalchemy.orm.exc import StaleDataError
 
-from .._json import check_object
+from .._json import check_object, decode_json
 from .._proxy import async_proxy, sync_proxy
 from .._translate import is_unique_violation
 from ..errors import ConflictError, InvalidIdError, NotFoundError, ValidationError
 from ..ids import validate_id
 from ..models import AgentSession
+from ..models.types import json_text
 from ..records import Page, SessionRecord, SessionSummary
 from ..uow import Repository, operation
 from ._facades import AsyncFacadeBase, SyncLedgerFacade
 
 _SESSIONS = AgentSession.__table__
+_JSON_COLUMNS = ("state", "last_run")
+_RECORD_COLUMNS = tuple(
+    json_text(column).label(column.name) if column.name in _JSON_COLUMNS else column
+    for column in _SESSIONS.c
+)
 _SUMMARY_COLUMNS = (
     _SESSIONS.c.id,
     _SESSIONS.c.title,
@@ -64,8 +70,13 @@ def _scope(value: object, *, field: str) -> str | None:
 
 
 def record_of(row: Row[Any]) -> SessionRecord:
-    """A SessionRecord from a row of every session column."""
-    return SessionRecord.model_validate(dict(row._mapping))
+    """A SessionRecord from a row of ``_RECORD_COLUMNS`` (JSON columns as text)."""
+    values = dict(row._mapping)
+    for name in _JSON_COLUMNS:
+        values[name] = decode_json(
+            values[name], table="agentledger_sessions", key=values["id"], column=name
+        )
+    return SessionRecord.model_validate(values)
 
 
 def summary_of(row: Row[Any]) -> SessionSummary:
@@ -74,6 +85,64 @@ def summary_of(row: Row[Any]) -> SessionSummary:
     preview = values.pop("preview")
     values["title"] = values["title"] or preview
     return SessionSummary.model_validate(values)
+
+
+def load_record(
+    session: Session, id: str, *, lock: Literal["share", "update"] | None = None
+) -> SessionRecord:
+    """The session ``id`` as a record; NotFoundError when it is not there.
+
+    With ``lock``, a locking read (FOR SHARE / FOR UPDATE; SQLite's write transactions
+    hold the database lock already): it sees the latest committed row even under
+    MariaDB's REPEATABLE READ, where a plain SELECT would reuse the first snapshot.
+    """
+    query = select(*_RECORD_COLUMNS).where(_SESSIONS.c.id == id)
+    if lock is not None:
+        query = query.with_for_update(read=lock == "share")
+    row = session.execute(query).first()
+    if row is None:
+        raise NotFoundError(f"no session {id!r}", id=id)
+    return record_of(row)
+
+
+def session_exists(session: Session, id: str) -> bool:
+    """Whether session ``id`` exists."""
+    return bool(session.execute(select(exists().where(_SESSIONS.c.id == id))).scalar())
+
+
+def versioned_row(session: Session, record: SessionRecord) -> AgentSession:
+    """A session row the ORM treats as loaded at the record's revision, without a SELECT:
+    the next flush is ``UPDATE ... WHERE id = :id AND revision = :revision``."""
+    key = session.identity_key(AgentSession, record.id)
+    loaded = session.identity_map.get(key)
+    if loaded is not None:
+        session.expunge(loaded)
+    row = AgentSession(id=record.id, revision=record.revision)
+    make_transient_to_detached(row)
+    session.add(row)
+    return row
+
+
+def flush_versioned(session: Session, record: SessionRecord) -> None:
+    """Flush a ``versioned_row`` change; a stale revision becomes ConflictError
+    (``stale``, or ``deleted`` when the session is gone)."""
+    try:
+        session.flush()
+    except StaleDataError as error:
+        session.rollback()
+        if session_exists(session, record.id):
+            raise ConflictError(
+                f"session {record.id!r} changed since revision {record.revision}; "
+                "read it again and re-apply the change",
+                reason="stale",
+                id=record.id,
+                expected=record.revision,
+            ) from error
+        raise ConflictError(
+            f"session {record.id!r} was deleted by another writer",
+            reason="deleted",
+            id=record.id,
+        ) from error
 
 
 class SessionRepository(Repository):
@@ -109,7 +178,7 @@ class SessionRepository(Repository):
                     f"session {row.id!r} already exists", reason="exists", id=row.id
                 ) from error
             raise
-        return self._record(row.id)
+        return load_record(self._session, row.id)
 
     def _new_row(
         self,
@@ -144,17 +213,6 @@ class SessionRepository(Repository):
             updated_at=now,
         )
 
-    def _record(self, id: str, *, lock: bool = False) -> SessionRecord:
-        query = select(_SESSIONS).where(_SESSIONS.c.id == id)
-        if lock:
-            # A locking read sees the latest committed row even under MariaDB's
-            # REPEATABLE READ, where a plain SELECT would reuse the first snapshot.
-            query = query.with_for_update(read=True)
-        row = self._session.execute(query).first()
-        if row is None:
-            raise NotFoundError(f"no session {id!r}", id=id)
-        return record_of(row)
-
     @operation(writes=False)
     def get(self, id: str) -> SessionRecord:
         """The session ``id``.
@@ -162,23 +220,20 @@ class SessionRepository(Repository):
         Raises:
             NotFoundError: no such session.
         """
-        return self._record(validate_id(id))
+        return load_record(self._session, validate_id(id))
 
     @operation(writes=False)
     def get_or_none(self, id: str) -> SessionRecord | None:
         """The session ``id``, or None when there is none."""
         try:
-            return self._record(validate_id(id))
+            return load_record(self._session, validate_id(id))
         except NotFoundError:
             return None
 
     @operation(writes=False)
     def exists(self, id: str) -> bool:
         """Whether session ``id`` exists."""
-        return self._exists(validate_id(id))
-
-    def _exists(self, id: str) -> bool:
-        return bool(self._session.execute(select(exists().where(_SESSIONS.c.id == id))).scalar())
+        return session_exists(self._session, validate_id(id))
 
     @operation(writes=True)
     def get_or_create(self, /, id: str, **fields: Any) -> tuple[SessionRecord, bool]:
@@ -192,7 +247,7 @@ class SessionRepository(Repository):
         if unknown:
             raise ValidationError(f"unknown session fields: {sorted(unknown)}", path="fields")
         try:
-            return self._record(id), False
+            return load_record(self._session, id), False
         except NotFoundError:
             pass
         now = self._work.settings.now()
@@ -205,9 +260,9 @@ class SessionRepository(Repository):
             savepoint.rollback()
             if not is_unique_violation(error):
                 raise
-            return self._record(id, lock=True), False
+            return load_record(self._session, id, lock="share"), False
         savepoint.commit()
-        return self._record(id), True
+        return load_record(self._session, id), True
 
     @operation(writes=True)
     def save(self, record: SessionRecord) -> SessionRecord:
@@ -228,42 +283,11 @@ class SessionRepository(Repository):
         title = _text(record.title, field="title", max_length=512)
         model = _text(record.model, field="model", max_length=255)
         state = check_object(record.state, path="state", limits=limits)
-        row = self._detached(record)
+        row = versioned_row(self._session, record)
         row.title, row.model, row.state = title, model, state
         row.updated_at = self._work.settings.now()
-        self._flush_versioned(record)
-        return self._record(record.id)
-
-    def _detached(self, record: SessionRecord) -> AgentSession:
-        """A session row the ORM treats as loaded at the record's revision, without a SELECT:
-        the next flush is ``UPDATE ... WHERE id = :id AND revision = :revision``."""
-        key = self._session.identity_key(AgentSession, record.id)
-        loaded = self._session.identity_map.get(key)
-        if loaded is not None:
-            self._session.expunge(loaded)
-        row = AgentSession(id=record.id, revision=record.revision)
-        make_transient_to_detached(row)
-        self._session.add(row)
-        return row
-
-    def _flush_versioned(self, record: SessionRecord) -> None:
-        try:
-            self._session.flush()
-        except StaleDataError as error:
-            self._session.rollback()
-            if self._exists(record.id):
-                raise ConflictError(
-                    f"session {record.id!r} changed since revision {record.revision}; "
-                    "read it again and re-apply the change",
-                    reason="stale",
-                    id=record.id,
-                    expected=record.revision,
-                ) from error
-            raise ConflictError(
-                f"session {record.id!r} was deleted by another writer",
-                reason="deleted",
-                id=record.id,
-            ) from error
+        flush_versioned(self._session, record)
+        return load_record(self._session, record.id)
 
     @operation(writes=True)
     def delete(self, id: str) -> None:

@@ -14,12 +14,15 @@ Needs pytest and an asyncio plugin (pytest-asyncio in auto mode).
 """
 
 from .harness import Harness, SyncAdapter, drive
+from .messages import MessageConcurrencyContract, MessageContract
 from .sessions import ConcurrencyContract, ListingContract, SessionContract, UnitOfWorkContract
 
 __all__ = [
     "ConcurrencyContract",
     "Harness",
     "ListingContract",
+    "MessageConcurrencyContract",
+    "MessageContract",
     "SessionContract",
     "SyncAdapter",
     "UnitOfWorkContract",

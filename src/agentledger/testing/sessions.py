@@ -25,8 +25,22 @@ from ..models import AgentMessage
 from ..records import SessionRecord
 from .harness import Harness
 
-BAD_IDS = ["", "x" * 129, ".hidden", "a b", "a/b", "naïve", "semi;colon", "quote'", "%s", "?",
-           ":p", "a\x00b", "\u202eevil", "ℌello"]
+BAD_IDS = [
+    "",
+    "x" * 129,
+    ".hidden",
+    "a b",
+    "a/b",
+    "naïve",
+    "semi;colon",
+    "quote'",
+    "%s",
+    "?",
+    ":p",
+    "a\x00b",
+    "\u202eevil",
+    "\u210cello",
+]  # the last: a look-alike H
 
 
 class SessionContract:
@@ -46,7 +60,10 @@ class SessionContract:
         stored = await harness.ledger.sessions.get("s-1")
         assert stored == record
         assert (stored.app_name, stored.user_id, stored.title, stored.model) == (
-            "app", "u1", "Hello", "m"
+            "app",
+            "u1",
+            "Hello",
+            "m",
         )
         assert stored.state == {"k": [1, "x"]}
 
@@ -83,9 +100,7 @@ class SessionContract:
         assert (await harness.ledger.sessions.get("Session-1")).title == "upper"
         assert (await harness.ledger.sessions.get("session-1")).title == "lower"
 
-    async def test_state_that_is_not_json_is_refused_naming_the_key(
-        self, harness: Harness
-    ) -> None:
+    async def test_state_that_is_not_json_is_refused_naming_the_key(self, harness: Harness) -> None:
         with pytest.raises(ValidationError) as raised:
             await harness.ledger.sessions.create("bad-state", state={"ok": 1, "when": {1, 2}})
         assert "state['when']" in str(raised.value)
@@ -148,12 +163,20 @@ class SessionContract:
     async def test_save_ignores_columns_it_does_not_own(self, harness: Harness) -> None:
         record = await harness.ledger.sessions.create("owned", app_name="a", user_id="u")
         edited = record.model_copy(
-            update={"app_name": "other", "user_id": "other", "status": "failed",
-                    "message_count": 99, "state": {"x": 1}}
+            update={
+                "app_name": "other",
+                "user_id": "other",
+                "status": "failed",
+                "message_count": 99,
+                "state": {"x": 1},
+            }
         )
         saved = await harness.ledger.sessions.save(edited)
         assert (saved.app_name, saved.user_id, saved.status, saved.message_count) == (
-            "a", "u", "active", 0
+            "a",
+            "u",
+            "active",
+            0,
         )
         assert saved.state == {"x": 1}
 
@@ -192,8 +215,14 @@ class SessionContract:
         async with harness.ledger.unit_of_work() as uow:
             session = uow.session
             session.add(
-                AgentMessage(session_id="doomed", seq=1, role="user", content="hi",
-                             metadata_={}, created_at=datetime.now(UTC))
+                AgentMessage(
+                    session_id="doomed",
+                    seq=1,
+                    role="user",
+                    content="hi",
+                    metadata_={},
+                    created_at=datetime.now(UTC),
+                )
             )
         await harness.ledger.sessions.delete("doomed")
         assert not await harness.ledger.sessions.exists("doomed")
@@ -206,8 +235,10 @@ class SessionContract:
 
 async def _count_messages(harness: Harness, session_id: str) -> int:
     async with harness.ledger.unit_of_work() as uow:
-        query = select(func.count()).select_from(AgentMessage).where(
-            AgentMessage.session_id == session_id
+        query = (
+            select(func.count())
+            .select_from(AgentMessage)
+            .where(AgentMessage.session_id == session_id)
         )
         result = uow.session.execute(query)
         if asyncio.iscoroutine(result):
@@ -221,8 +252,9 @@ class ListingContract:
     async def _make(self, harness: Harness, count: int, **fields: Any) -> list[str]:
         ids = []
         for index in range(count):
-            record = await harness.ledger.sessions.create(f"{fields.get('user_id', 's')}-{index}",
-                                                          **fields)
+            record = await harness.ledger.sessions.create(
+                f"{fields.get('user_id', 's')}-{index}", **fields
+            )
             ids.append(record.id)
         return ids
 
@@ -241,7 +273,8 @@ class ListingContract:
         page = await harness.ledger.sessions.list(app_name="a", user_id="u1")
         assert [item.id for item in page.items] == ["a1"]
         assert {i.id for i in (await harness.ledger.sessions.list(user_id="u1")).items} == {
-            "a1", "b1"
+            "a1",
+            "b1",
         }
         assert (await harness.ledger.sessions.list(status="failed")).items == []
 
@@ -262,8 +295,12 @@ class ListingContract:
         await self._make(harness, 3)
         page = await harness.ledger.sessions.list(limit=1)
         assert page.next_cursor is not None
-        for bad in (page.next_cursor[:-1] + ("0" if page.next_cursor[-1] != "0" else "1"),
-                    page.next_cursor[:10], "garbage", "a.b.c"):
+        for bad in (
+            page.next_cursor[:-1] + ("0" if page.next_cursor[-1] != "0" else "1"),
+            page.next_cursor[:10],
+            "garbage",
+            "a.b.c",
+        ):
             with pytest.raises(ValidationError):
                 await harness.ledger.sessions.list(limit=1, cursor=bad)
 
@@ -282,7 +319,11 @@ class ListingContract:
         await harness.ledger.sessions.create("shown", title="Trip to Rome", model="m", user_id="u")
         (item,) = (await harness.ledger.sessions.list()).items
         assert (item.id, item.title, item.model, item.status, item.user_id) == (
-            "shown", "Trip to Rome", "m", "active", "u"
+            "shown",
+            "Trip to Rome",
+            "m",
+            "active",
+            "u",
         )
         assert item.created_at <= item.updated_at
 

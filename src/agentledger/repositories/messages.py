@@ -1,0 +1,282 @@
+"""Messages: the ordered conversation of a session, versioned with the session row.
+
+An append from a record checks and bumps the session's revision in the same flush
+that inserts the messages, and takes the new seqs from the record (so no
+``UPDATE ... RETURNING`` is needed on any dialect): a stale writer's UPDATE matches
+no row, and none of its messages are stored. Appending costs the same whatever the
+length of the conversation: one UPDATE, one INSERT, one SELECT of the session row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import Row, Select, delete, select
+
+from .._json import check_json, check_object, decode_json
+from .._proxy import async_proxy, sync_proxy
+from ..errors import NotFoundError, ValidationError
+from ..ids import validate_id
+from ..models import AgentMessage
+from ..models.types import json_text
+from ..records import Message, NewMessage, SessionRecord
+from ..uow import Repository, operation
+from ._facades import AsyncFacadeBase, SyncLedgerFacade
+from .sessions import flush_versioned, load_record, session_exists, versioned_row
+
+_MESSAGES = AgentMessage.__table__
+_READ = select(
+    _MESSAGES.c.seq,
+    _MESSAGES.c.role,
+    json_text(_MESSAGES.c.content).label("content"),
+    json_text(_MESSAGES.c.metadata).label("metadata"),
+    _MESSAGES.c.created_at,
+)
+PREVIEW_LENGTH = 256
+MAX_READ = 10_000
+
+MessageInput = NewMessage | Message | dict[str, Any]
+"""What ``append`` and ``replace`` take: a NewMessage, a Message read earlier (its seq
+is ignored) or a dict with ``role``, ``content`` and optional ``metadata``."""
+
+
+def _as_new_messages(messages: MessageInput | Iterable[MessageInput]) -> list[NewMessage]:
+    items: Sequence[Any]
+    if isinstance(messages, NewMessage | Message | dict):
+        items = [messages]
+    elif isinstance(messages, str | bytes) or not isinstance(messages, Iterable):
+        raise ValidationError(
+            "messages must be a message (NewMessage, Message or dict) or a list of them",
+            path="messages",
+        )
+    else:
+        items = list(messages)
+    result = []
+    for index, item in enumerate(items):
+        if isinstance(item, NewMessage):
+            result.append(item)
+        elif isinstance(item, Message):
+            result.append(NewMessage(role=item.role, content=item.content, metadata=item.metadata))
+        elif isinstance(item, dict):
+            try:
+                result.append(NewMessage.model_validate(item))
+            except ValueError as error:
+                raise ValidationError(
+                    f"messages[{index}]: {error}", path=f"messages[{index}]"
+                ) from None
+        else:
+            raise ValidationError(
+                f"messages[{index}] is a {type(item).__name__}, not a message",
+                path=f"messages[{index}]",
+            )
+    return result
+
+
+def preview_of(content: Any) -> str | None:
+    """The text of a message, shortened for listings: a string, a ``text`` field, or the
+    text parts of a list of parts (the shape most model APIs use)."""
+    text: str | None = None
+    if isinstance(content, str):
+        text = content
+    elif isinstance(content, dict) and isinstance(content.get("text"), str):
+        text = content["text"]
+    elif isinstance(content, dict | list):
+        parts = content.get("parts") if isinstance(content, dict) else content
+        if isinstance(parts, list):
+            texts = [
+                p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)
+            ]
+            text = " ".join(texts) if texts else None
+    if not text:
+        return None
+    text = " ".join(text.split())
+    if len(text) <= PREVIEW_LENGTH:
+        return text
+    cut = text[: PREVIEW_LENGTH - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > PREVIEW_LENGTH // 2 else cut) + "…"
+
+
+def message_of(row: Row[Any], session_id: str) -> Message:
+    """A Message from a row of ``_READ``, decoding its JSON columns."""
+    key = (session_id, row.seq)
+    table = "agentledger_messages"
+    return Message(
+        seq=row.seq,
+        role=row.role,
+        content=decode_json(row.content, table=table, key=key, column="content"),
+        metadata=decode_json(row.metadata, table=table, key=key, column="metadata"),
+        created_at=row.created_at,
+    )
+
+
+class MessageRepository(Repository):
+    """The single implementation of the message operations."""
+
+    def _validated(self, messages: MessageInput | Iterable[MessageInput]) -> list[NewMessage]:
+        limits = self._work.settings.limits
+        checked = _as_new_messages(messages)
+        for index, message in enumerate(checked):
+            if "\x00" in message.role:
+                raise ValidationError(f"messages[{index}].role contains a NUL character")
+            check_json(message.content, path=f"messages[{index}].content", limits=limits)
+            check_object(message.metadata, path=f"messages[{index}].metadata", limits=limits)
+        return checked
+
+    def _write(
+        self, record: SessionRecord, messages: list[NewMessage], *, replace: bool
+    ) -> SessionRecord:
+        now = self._work.settings.now()
+        row = versioned_row(self._session, record)
+        row.message_seq = record.message_seq + len(messages)
+        row.message_count = (0 if replace else record.message_count) + len(messages)
+        row.updated_at = now
+        if record.preview is None:
+            opening = next((m for m in messages if m.role == "user"), None)
+            preview = preview_of(opening.content) if opening is not None else None
+            if preview is not None:
+                row.preview = preview
+        if replace:
+            flush_versioned(self._session, record)
+            self._session.execute(delete(AgentMessage).where(AgentMessage.session_id == record.id))
+        self._session.add_all(
+            AgentMessage(
+                session_id=record.id,
+                seq=record.message_seq + offset,
+                role=message.role,
+                content=message.content,
+                metadata_=message.metadata,
+                created_at=now,
+            )
+            for offset, message in enumerate(messages, start=1)
+        )
+        flush_versioned(self._session, record)
+        return load_record(self._session, record.id)
+
+    @operation(writes=True)
+    def append(
+        self,
+        session: SessionRecord | str,
+        messages: MessageInput | Iterable[MessageInput],
+    ) -> SessionRecord:
+        """Append messages to the conversation; returns the session at its new revision.
+
+        From a record, the append is optimistic: it succeeds only while the record's
+        revision is still the stored one. From an id, it is a blind append: it takes
+        the session's row lock, bumps the revision and never conflicts.
+
+        Raises:
+            ConflictError: from a record, ``stale`` when another writer changed the
+                session first, ``deleted`` when it was deleted; none of the messages
+                are stored.
+            NotFoundError: a blind append to a session that does not exist.
+            ValidationError: a message that cannot be stored, named by its index.
+        """
+        checked = self._validated(messages)
+        if isinstance(session, SessionRecord):
+            record = session
+        elif isinstance(session, str):
+            record = load_record(self._session, validate_id(session), lock="update")
+        else:
+            raise ValidationError(
+                f"append() takes a SessionRecord or a session id, got {type(session).__name__}",
+                path="session",
+            )
+        return self._write(record, checked, replace=False)
+
+    @operation(writes=True)
+    def replace(
+        self, session: SessionRecord, messages: MessageInput | Iterable[MessageInput]
+    ) -> SessionRecord:
+        """Swap the whole conversation for ``messages`` (compaction), atomically.
+
+        The new messages continue the seqs after the highest ever issued: a seq is
+        never reused. Optimistic like ``append`` from a record.
+
+        Raises:
+            ConflictError: ``stale`` or ``deleted``, as for ``append``; nothing changes.
+            ValidationError: a message that cannot be stored.
+        """
+        if not isinstance(session, SessionRecord):
+            raise ValidationError(
+                f"replace() takes a SessionRecord, got {type(session).__name__}",
+                path="session",
+            )
+        return self._write(session, self._validated(messages), replace=True)
+
+    def _read(self, id: str, query: Select[Any]) -> list[Message]:
+        rows = self._session.execute(query).all()
+        if not rows and not session_exists(self._session, id):
+            raise NotFoundError(f"no session {id!r}", id=id)
+        return [message_of(row, id) for row in rows]
+
+    @operation(writes=False)
+    def last(self, id: str, n: int) -> list[Message]:
+        """The most recent ``n`` messages, in chronological (seq) order.
+
+        Raises:
+            NotFoundError: no such session.
+        """
+        validate_id(id)
+        _check_count(n, "n")
+        newest_first = _READ.where(_MESSAGES.c.session_id == id).order_by(_MESSAGES.c.seq.desc())
+        return list(reversed(self._read(id, newest_first.limit(n))))
+
+    @operation(writes=False)
+    def window(self, id: str, *, after_seq: int = 0, limit: int = 100) -> list[Message]:
+        """Up to ``limit`` messages after ``after_seq``, in seq order: page through a long
+        conversation by passing the last seq seen.
+
+        Raises:
+            NotFoundError: no such session.
+        """
+        validate_id(id)
+        _check_count(limit, "limit")
+        if not isinstance(after_seq, int) or isinstance(after_seq, bool) or after_seq < 0:
+            raise ValidationError(f"after_seq must be an int >= 0, got {after_seq!r}")
+        query = (
+            _READ.where(_MESSAGES.c.session_id == id, _MESSAGES.c.seq > after_seq)
+            .order_by(_MESSAGES.c.seq)
+            .limit(limit)
+        )
+        return self._read(id, query)
+
+    @operation(writes=False)
+    def all(self, id: str) -> list[Message]:
+        """The whole conversation, in seq order.
+
+        Raises:
+            NotFoundError: no such session.
+        """
+        validate_id(id)
+        return self._read(id, _READ.where(_MESSAGES.c.session_id == id).order_by(_MESSAGES.c.seq))
+
+
+def _check_count(value: object, name: str) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_READ:
+        raise ValidationError(
+            f"{name} must be an int from 1 to {MAX_READ}, got {value!r}", path=name
+        )
+
+
+class MessagesOnLedger(SyncLedgerFacade):
+    """``ledger.messages`` (sync): each call is its own transaction."""
+
+    _repository = MessageRepository
+    append = sync_proxy(MessageRepository.append)
+    replace = sync_proxy(MessageRepository.replace)
+    last = sync_proxy(MessageRepository.last)
+    window = sync_proxy(MessageRepository.window)
+    all = sync_proxy(MessageRepository.all)
+
+
+class AsyncMessageRepository(AsyncFacadeBase):
+    """Messages on the async API: the same operations, awaited."""
+
+    _repository = MessageRepository
+    append = async_proxy(MessageRepository.append)
+    replace = async_proxy(MessageRepository.replace)
+    last = async_proxy(MessageRepository.last)
+    window = async_proxy(MessageRepository.window)
+    all = async_proxy(MessageRepository.all)

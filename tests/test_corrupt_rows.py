@@ -1,0 +1,52 @@
+"""A stored value that is not JSON raises a typed error naming the row; never skipped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from agentledger import AsyncLedger, Ledger, migrations
+from agentledger.errors import CorruptRecordError, DatabaseError
+
+pytestmark = pytest.mark.sqlite
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path}/corrupt.db"
+    migrations.upgrade(url)
+    with Ledger(url) as ledger:
+        record = ledger.sessions.create("hurt", state={"ok": True})
+        ledger.messages.append(
+            record,
+            [{"role": "user", "content": "fine"}, {"role": "user", "content": "to be broken"}],
+        )
+        with ledger.engine.begin() as connection:  # an out-of-band writer, not agentledger
+            connection.execute(
+                text("UPDATE agentledger_messages SET content = '{not json' WHERE seq = 2")
+            )
+            connection.execute(
+                text("UPDATE agentledger_sessions SET state = 'nope' WHERE id = 'hurt'")
+            )
+    return url
+
+
+def test_a_corrupt_message_names_its_row_and_column(url: str) -> None:
+    with Ledger(url) as ledger, pytest.raises(CorruptRecordError) as raised:
+        ledger.messages.all("hurt")
+    error = raised.value
+    assert (error.table, error.key, error.column) == (
+        "agentledger_messages",
+        ("hurt", 2),
+        "content",
+    )
+    assert isinstance(error, DatabaseError)
+
+
+async def test_a_corrupt_session_state_names_its_row_on_the_async_api(url: str) -> None:
+    async with AsyncLedger(url) as ledger:
+        with pytest.raises(CorruptRecordError) as raised:
+            await ledger.sessions.get("hurt")
+    assert (raised.value.key, raised.value.column) == ("hurt", "state")
