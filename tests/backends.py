@@ -61,7 +61,9 @@ BACKENDS: tuple[Backend, ...] = (
     Backend("sqlite-file", "sqlite", "pysqlite", "aiosqlite"),
     Backend("sqlite-memory", "sqlite", "pysqlite", "aiosqlite", in_memory=True, multiprocess=False),
     Backend("postgresql-asyncpg", "postgresql", None, "asyncpg", server_env=POSTGRES_ENV),
-    Backend("postgresql-psycopg", "postgresql", "psycopg", "psycopg_async", server_env=POSTGRES_ENV),
+    Backend(
+        "postgresql-psycopg", "postgresql", "psycopg", "psycopg_async", server_env=POSTGRES_ENV
+    ),
     Backend("mariadb-aiomysql", "mysql", None, "aiomysql", server_env=MYSQL_ENV),
     Backend("mariadb-pymysql", "mysql", "pymysql", None, server_env=MYSQL_ENV),
 )

@@ -24,12 +24,15 @@ from .errors import (
 from .ledger import AsyncLedger, AsyncUnitOfWork, Ledger
 from .models import AgentCheckpoint, AgentGrant, AgentMessage, AgentSession, AgentStep, metadata
 from .records import (
+    Grant,
     Message,
     NewMessage,
+    NewStep,
     Page,
     RunSummary,
     SessionRecord,
     SessionSummary,
+    Step,
     TokenUsage,
 )
 from .uow import UnitOfWork
@@ -48,11 +51,13 @@ __all__ = [
     "DatabaseError",
     "DatabaseLockedError",
     "DatabaseUnavailableError",
+    "Grant",
     "InvalidIdError",
     "Ledger",
     "Limits",
     "Message",
     "NewMessage",
+    "NewStep",
     "NotFoundError",
     "Page",
     "PermissionDeniedError",
@@ -60,6 +65,7 @@ __all__ = [
     "SchemaError",
     "SessionRecord",
     "SessionSummary",
+    "Step",
     "TokenUsage",
     "UnitOfWork",
     "UsageError",

@@ -32,10 +32,14 @@ from .engine import (
 )
 from .errors import DatabaseError, UsageError, ValidationError
 from .repositories import (
+    AsyncGrantRepository,
     AsyncMessageRepository,
     AsyncSessionRepository,
+    AsyncStepRepository,
+    GrantsOnLedger,
     MessagesOnLedger,
     SessionsOnLedger,
+    StepsOnLedger,
 )
 from .uow import Settings, UnitOfWork, Work, marked_open, refuse_if_open
 
@@ -131,6 +135,10 @@ class Ledger(_LedgerBase):
         """Session operations, each in its own transaction."""
         self.messages = MessagesOnLedger(self._transact)
         """Message operations, each in its own transaction."""
+        self.steps = StepsOnLedger(self._transact)
+        """Step operations, each in its own transaction."""
+        self.grants = GrantsOnLedger(self._transact)
+        """Grant operations, each in its own transaction."""
 
     @classmethod
     def in_memory(cls, *, clock: Clock | None = None, limits: Limits | None = None) -> Ledger:
@@ -237,6 +245,10 @@ class AsyncUnitOfWork:
         """Sessions of this unit of work."""
         self.messages = AsyncMessageRepository(self._run)
         """Messages of this unit of work."""
+        self.steps = AsyncStepRepository(self._run)
+        """Steps of this unit of work."""
+        self.grants = AsyncGrantRepository(self._run)
+        """Grants of this unit of work."""
 
     async def _run(self, _writes: bool, fn: Callable[[Work], R]) -> R:
         work = self._work
@@ -293,6 +305,10 @@ class AsyncLedger(_LedgerBase):
         """Session operations, each in its own transaction."""
         self.messages = AsyncMessageRepository(self._transact)
         """Message operations, each in its own transaction."""
+        self.steps = AsyncStepRepository(self._transact)
+        """Step operations, each in its own transaction."""
+        self.grants = AsyncGrantRepository(self._transact)
+        """Grant operations, each in its own transaction."""
 
     @classmethod
     def in_memory(cls, *, clock: Clock | None = None, limits: Limits | None = None) -> AsyncLedger:

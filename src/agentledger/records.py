@@ -146,6 +146,60 @@ class Message(Record):
     created_at: datetime
 
 
+StepKind = str
+"""``model`` (a model call), ``tool`` (a tool call), or a harness's own kind."""
+
+
+class NewStep(Record):
+    """A step to record: one model call or tool call of a run.
+
+    ``step_index`` is stored as the harness numbered it (loops may reuse numbers); the
+    order of steps is their ``seq``, given on append.
+    """
+
+    step_index: int = 0
+    kind: str = Field(default="model", min_length=1, max_length=32)
+    run_id: str | None = None
+    name: str | None = Field(default=None, max_length=255)
+    model: str | None = Field(default=None, max_length=255)
+    input: Any = None
+    output: Any = None
+    tool_calls: Any = None
+    usage: TokenUsage = Field(default_factory=TokenUsage)
+    started_at: AwareDatetime | None = None
+    ended_at: AwareDatetime | None = None
+    error: str | None = None
+
+
+class Step(Record):
+    """A recorded step, with its place in the session's trace (``seq``)."""
+
+    session_id: str
+    seq: int
+    step_index: int
+    kind: str
+    run_id: str | None
+    name: str | None
+    model: str | None
+    input: Any
+    output: Any
+    tool_calls: Any
+    usage: TokenUsage
+    started_at: datetime
+    ended_at: datetime | None
+    error: str | None
+
+
+class Grant(Record):
+    """A capability the user approved for a session; refusals are never stored."""
+
+    session_id: str
+    capability: str
+    granted_by: str | None
+    granted_at: datetime
+    expires_at: datetime | None
+
+
 class Page(BaseModel, Generic[T]):
     """One page of a listing; pass ``next_cursor`` back to get the next (None: the end)."""
 

@@ -29,7 +29,12 @@ from .engine import WRITE_OPTION, check_borrowed_sqlite
 from .errors import ConflictError, DatabaseError, UsageError
 
 if TYPE_CHECKING:
-    from .repositories import MessageRepository, SessionRepository
+    from .repositories import (
+        GrantRepository,
+        MessageRepository,
+        SessionRepository,
+        StepRepository,
+    )
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -217,13 +222,22 @@ class UnitOfWork:
     """
 
     def __init__(self, work: Work) -> None:
-        from .repositories import MessageRepository, SessionRepository
+        from .repositories import (
+            GrantRepository,
+            MessageRepository,
+            SessionRepository,
+            StepRepository,
+        )
 
         self._work = work
         self.sessions: SessionRepository = SessionRepository(work)
         """Sessions of this unit of work."""
         self.messages: MessageRepository = MessageRepository(work)
         """Messages of this unit of work."""
+        self.steps: StepRepository = StepRepository(work)
+        """Steps of this unit of work."""
+        self.grants: GrantRepository = GrantRepository(work)
+        """Grants of this unit of work."""
 
     def __enter__(self) -> UnitOfWork:
         self._work.begin()

@@ -6,25 +6,25 @@ import base64
 import hashlib
 import json
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
-from sqlalchemy import Row, Select, delete, exists, select, tuple_
+from sqlalchemy import Row, Select, Table, delete, exists, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, make_transient_to_detached
 from sqlalchemy.orm.exc import StaleDataError
 
-from .._json import check_object, decode_json
+from .._json import check_json, check_object, decode_json
 from .._proxy import async_proxy, sync_proxy
 from .._translate import is_unique_violation
 from ..errors import ConflictError, InvalidIdError, NotFoundError, ValidationError
 from ..ids import validate_id
 from ..models import AgentSession
 from ..models.types import json_text
-from ..records import Page, SessionRecord, SessionSummary
+from ..records import Page, RunSummary, SessionRecord, SessionSummary
 from ..uow import Repository, operation
 from ._facades import AsyncFacadeBase, SyncLedgerFacade
 
-_SESSIONS = AgentSession.__table__
+_SESSIONS = cast(Table, AgentSession.__table__)
 _JSON_COLUMNS = ("state", "last_run")
 _RECORD_COLUMNS = tuple(
     json_text(column).label(column.name) if column.name in _JSON_COLUMNS else column
@@ -105,9 +105,14 @@ def load_record(
     return record_of(row)
 
 
-def session_exists(session: Session, id: str) -> bool:
-    """Whether session ``id`` exists."""
-    return bool(session.execute(select(exists().where(_SESSIONS.c.id == id))).scalar())
+def session_exists(
+    session: Session, id: str, *, lock: Literal["share", "update"] | None = None
+) -> bool:
+    """Whether session ``id`` exists; with ``lock``, its row stays locked until commit."""
+    if lock is None:
+        return bool(session.execute(select(exists().where(_SESSIONS.c.id == id))).scalar())
+    query = select(_SESSIONS.c.id).where(_SESSIONS.c.id == id)
+    return session.execute(query.with_for_update(read=lock == "share")).first() is not None
 
 
 def versioned_row(session: Session, record: SessionRecord) -> AgentSession:
@@ -290,6 +295,34 @@ class SessionRepository(Repository):
         return load_record(self._session, record.id)
 
     @operation(writes=True)
+    def finalize(self, id: str, summary: RunSummary) -> SessionRecord:
+        """Record how a run ended: the session's status and its last run, overwriting the
+        previous run's. Writes only columns ``save`` never writes, so neither undoes the
+        other, and leaves the revision alone.
+
+        Raises:
+            NotFoundError: no such session (a late writer never resurrects a deleted one).
+            ValidationError: a summary that is not a RunSummary (or a dict of one).
+        """
+        validate_id(id)
+        try:
+            summary = RunSummary.model_validate(summary)
+        except ValueError as error:
+            raise ValidationError(f"summary: {error}", path="summary") from None
+        now = self._work.settings.now()
+        if summary.ended_at is None:
+            summary = summary.model_copy(update={"ended_at": now})
+        check_json(summary.error, path="summary.error", limits=self._work.settings.limits)
+        statement = (
+            update(_SESSIONS)
+            .where(_SESSIONS.c.id == id)
+            .values(status=summary.status, last_run=summary.model_dump(mode="json"), updated_at=now)
+        )
+        if self._session.execute(statement).rowcount == 0:  # type: ignore[attr-defined]
+            raise NotFoundError(f"no session {id!r}: the run summary is not stored", id=id)
+        return load_record(self._session, id)
+
+    @operation(writes=True)
     def delete(self, id: str) -> None:
         """Delete session ``id`` with its messages, steps, grants and checkpoints.
 
@@ -417,6 +450,7 @@ class SessionsOnLedger(SyncLedgerFacade):
     exists = sync_proxy(SessionRepository.exists)
     get_or_create = sync_proxy(SessionRepository.get_or_create)
     save = sync_proxy(SessionRepository.save)
+    finalize = sync_proxy(SessionRepository.finalize)
     delete = sync_proxy(SessionRepository.delete)
     list = sync_proxy(SessionRepository.list)
     most_recent = sync_proxy(SessionRepository.most_recent)
@@ -432,6 +466,7 @@ class AsyncSessionRepository(AsyncFacadeBase):
     exists = async_proxy(SessionRepository.exists)
     get_or_create = async_proxy(SessionRepository.get_or_create)
     save = async_proxy(SessionRepository.save)
+    finalize = async_proxy(SessionRepository.finalize)
     delete = async_proxy(SessionRepository.delete)
     list = async_proxy(SessionRepository.list)
     most_recent = async_proxy(SessionRepository.most_recent)

@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Set up and run agentledger on a fresh clone with nothing but Python 3.11+.
+
+    python3 dev.py demo              run the quickstart demo
+    python3 dev.py test [ARGS...]    run the test suite (ARGS go to pytest)
+    python3 dev.py setup             only create or refresh .venv
+
+Every command first makes sure .venv exists and holds the project installed with
+``-e .[postgres,mysql,dev]``. It reinstalls when pyproject.toml changes (a hash of
+it is kept in .venv) and recreates .venv when it is broken or from another Python.
+Standard library only: this file runs before anything is installed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+STAMP = VENV / "agentledger-setup.json"
+EXTRAS = "postgres,mysql,dev"
+MIN_PYTHON = (3, 11)
+DEMOS = ("examples/quickstart_async.py", "examples/show_tables.py")
+
+
+def say(message: str) -> None:
+    print(f"dev.py: {message}", file=sys.stderr, flush=True)
+
+
+def venv_python() -> Path:
+    return VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def wanted_stamp() -> dict[str, str]:
+    """What .venv must have been set up from; any difference means set up again."""
+    pyproject = (ROOT / "pyproject.toml").read_bytes()
+    return {
+        "pyproject_sha256": hashlib.sha256(pyproject).hexdigest(),
+        "extras": EXTRAS,
+        "python": ".".join(map(str, sys.version_info[:2])),
+    }
+
+
+def venv_works() -> bool:
+    python = venv_python()
+    if not python.exists():
+        return False
+    probe = "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"
+    try:
+        done = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=60)
+    except OSError:
+        return False
+    return done.returncode == 0 and done.stdout.strip() == wanted_stamp()["python"]
+
+
+def read_stamp() -> dict[str, str] | None:
+    try:
+        data = json.loads(STAMP.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def setup() -> None:
+    """Create or refresh .venv; a no-op when it is up to date."""
+    if sys.version_info < MIN_PYTHON:
+        sys.exit(
+            f"dev.py: agentledger needs Python {'.'.join(map(str, MIN_PYTHON))}+, "
+            f"this is {sys.version.split()[0]}: run it with python3.11 or newer"
+        )
+    if VENV.exists() and not venv_works():
+        say(f"{VENV.name} is broken or from another Python: recreating it")
+        shutil.rmtree(VENV)
+    if not VENV.exists():
+        say(f"creating {VENV.name} with {sys.executable}")
+        venv.create(VENV, with_pip=True)
+    stamp = wanted_stamp()
+    if read_stamp() == stamp:
+        return
+    say(f"installing agentledger[{EXTRAS}] (editable) into {VENV.name}")
+    command = [str(venv_python()), "-m", "pip", "install", "--quiet", "-e", f".[{EXTRAS}]"]
+    if subprocess.run(command, cwd=ROOT).returncode != 0:
+        sys.exit("dev.py: installing the project failed (see pip's output above)")
+    STAMP.write_text(json.dumps(stamp, indent=2) + "\n")
+
+
+def run(argv: list[str]) -> int:
+    return subprocess.run([str(venv_python()), *argv], cwd=ROOT).returncode
+
+
+def main(argv: list[str]) -> int:
+    command, args = (argv[0], argv[1:]) if argv else ("help", [])
+    if command == "setup":
+        setup()
+        say(f"{VENV.name} is ready: {venv_python()}")
+        return 0
+    if command == "test":
+        setup()
+        return run(["-m", "pytest", *args])
+    if command == "demo":
+        setup()
+        demo = next(ROOT / path for path in DEMOS if (ROOT / path).is_file())
+        say(f"running {demo.relative_to(ROOT)}")
+        return run([str(demo), *args])
+    print(__doc__.strip(), file=sys.stderr)
+    return 0 if command in ("help", "-h", "--help") else 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

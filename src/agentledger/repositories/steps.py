@@ -1,0 +1,308 @@
+"""Steps: the append-only trace of each run, with token usage rolled up on the session.
+
+Concurrent appenders never conflict: each append reserves its seqs from the session
+row's counter under the row lock (see ``_dialects.allocate_step_seqs``), in the same
+transaction that inserts the steps, so seqs are contiguous and totals exact. A
+step append never bumps the session's revision, so a concurrent save still succeeds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from datetime import datetime
+from typing import Any, cast
+
+from sqlalchemy import Row, Select, Table, func, insert, select
+
+from .._dialects import allocate_step_seqs
+from .._json import check_json, decode_json
+from .._proxy import async_proxy, sync_proxy
+from ..clock import utc
+from ..errors import NotFoundError, ValidationError
+from ..ids import validate_id
+from ..models import AgentSession, AgentStep
+from ..models.types import json_text
+from ..records import NewStep, Step, TokenUsage
+from ..uow import Repository, operation
+from ._facades import AsyncFacadeBase, SyncLedgerFacade
+from .sessions import session_exists
+
+_STEPS = cast(Table, AgentStep.__table__)
+_SESSIONS = cast(Table, AgentSession.__table__)
+_JSON_FIELDS = ("input", "output", "tool_calls", "usage_extra")
+_READ = select(
+    *(
+        json_text(column).label(column.name) if column.name in _JSON_FIELDS else column
+        for column in _STEPS.c
+        if column.name != "id"
+    )
+)
+MAX_BATCH = 10_000
+_TOKEN_LIMIT = 2**63 - 1
+
+
+def _as_new_steps(
+    steps: NewStep | dict[str, Any] | Iterable[NewStep | dict[str, Any]],
+) -> list[NewStep]:
+    items: list[Any]
+    if isinstance(steps, NewStep | dict):
+        items = [steps]
+    elif isinstance(steps, str | bytes) or not isinstance(steps, Iterable):
+        raise ValidationError("steps must be a NewStep (or dict) or a list of them", path="steps")
+    else:
+        items = list(steps)
+    if not items:
+        raise ValidationError("append() needs at least one step", path="steps")
+    if len(items) > MAX_BATCH:
+        raise ValidationError(f"at most {MAX_BATCH} steps per append", path="steps")
+    result = []
+    for index, item in enumerate(items):
+        try:
+            result.append(item if isinstance(item, NewStep) else NewStep.model_validate(item))
+        except ValueError as error:
+            raise ValidationError(f"steps[{index}]: {error}", path=f"steps[{index}]") from None
+    return result
+
+
+def step_of(row: Row[Any]) -> Step:
+    """A Step from a row of ``_READ``, decoding its JSON columns."""
+    values = dict(row._mapping)
+    key = (values["session_id"], values["seq"])
+    for name in _JSON_FIELDS:
+        values[name] = decode_json(values[name], table="agentledger_steps", key=key, column=name)
+    usage = TokenUsage(
+        input_tokens=values.pop("input_tokens"),
+        output_tokens=values.pop("output_tokens"),
+        total_tokens=values.pop("total_tokens"),
+        extra=values.pop("usage_extra") or {},
+    )
+    return Step(usage=usage, **values)
+
+
+class StepRepository(Repository):
+    """The single implementation of the step operations."""
+
+    def _validated(self, steps: Any) -> list[NewStep]:
+        limits = self._work.settings.limits
+        checked = _as_new_steps(steps)
+        for index, step in enumerate(checked):
+            for name in ("input", "output", "tool_calls"):
+                check_json(getattr(step, name), path=f"steps[{index}].{name}", limits=limits)
+            for name in ("run_id",):
+                if step.run_id is not None:
+                    validate_id(step.run_id, what=f"steps[{index}].{name}")
+            for name in ("kind", "name", "model", "error"):
+                value = getattr(step, name)
+                if isinstance(value, str) and "\x00" in value:
+                    raise ValidationError(f"steps[{index}].{name} contains a NUL character")
+            for name, value in step.usage.extra.items():
+                if not 0 <= value <= _TOKEN_LIMIT:
+                    raise ValidationError(f"steps[{index}].usage.extra[{name!r}] is out of range")
+        return checked
+
+    @operation(writes=True)
+    def append(
+        self, id: str, steps: NewStep | dict[str, Any] | Iterable[NewStep | dict[str, Any]]
+    ) -> list[Step]:
+        """Record one step or a batch (one INSERT for the batch); returns them with seqs.
+
+        Raises:
+            NotFoundError: no such session (it was never created, or was deleted);
+                nothing is stored.
+            ValidationError: a step that cannot be stored, named by its index.
+        """
+        validate_id(id)
+        checked = self._validated(steps)
+        now = self._work.settings.now()
+        usage = (
+            sum(step.usage.input_tokens for step in checked),
+            sum(step.usage.output_tokens for step in checked),
+            sum(step.usage.total_tokens for step in checked),
+        )
+        last = allocate_step_seqs(self._session, id, len(checked), usage, now)
+        if last is None:
+            raise NotFoundError(f"no session {id!r}: steps are not stored", id=id)
+        first = last - len(checked) + 1
+        records = [
+            self._record(id, first + offset, step, now) for offset, step in enumerate(checked)
+        ]
+        self._session.execute(insert(_STEPS), [self._row_values(record) for record in records])
+        return records
+
+    @staticmethod
+    def _record(id: str, seq: int, step: NewStep, now: datetime) -> Step:
+        return Step(
+            session_id=id,
+            seq=seq,
+            step_index=step.step_index,
+            kind=step.kind,
+            run_id=step.run_id,
+            name=step.name,
+            model=step.model,
+            input=step.input,
+            output=step.output,
+            tool_calls=step.tool_calls,
+            usage=step.usage,
+            started_at=utc(step.started_at, field="started_at") if step.started_at else now,
+            ended_at=utc(step.ended_at, field="ended_at") if step.ended_at else None,
+            error=step.error,
+        )
+
+    @staticmethod
+    def _row_values(step: Step) -> dict[str, Any]:
+        values = step.model_dump(exclude={"usage"})
+        values.update(
+            input_tokens=step.usage.input_tokens,
+            output_tokens=step.usage.output_tokens,
+            total_tokens=step.usage.total_tokens,
+            usage_extra=step.usage.extra or None,
+        )
+        return values
+
+    def _read(self, id: str, query: Select[Any]) -> list[Step]:
+        rows = self._session.execute(query).all()
+        if not rows and not session_exists(self._session, id):
+            raise NotFoundError(f"no session {id!r}", id=id)
+        return [step_of(row) for row in rows]
+
+    @operation(writes=False)
+    def last(self, id: str, n: int) -> list[Step]:
+        """The most recent ``n`` steps in chronological (seq) order.
+
+        Raises:
+            NotFoundError: no such session.
+        """
+        validate_id(id)
+        _check_count(n, "n")
+        query = _READ.where(_STEPS.c.session_id == id).order_by(_STEPS.c.seq.desc()).limit(n)
+        return list(reversed(self._read(id, query)))
+
+    @operation(writes=False)
+    def window(self, id: str, *, after_seq: int = 0, limit: int = 1000) -> list[Step]:
+        """Up to ``limit`` steps after ``after_seq``, in seq order.
+
+        Raises:
+            NotFoundError: no such session.
+        """
+        validate_id(id)
+        _check_count(limit, "limit")
+        if not isinstance(after_seq, int) or isinstance(after_seq, bool) or after_seq < 0:
+            raise ValidationError(f"after_seq must be an int >= 0, got {after_seq!r}")
+        query = (
+            _READ.where(_STEPS.c.session_id == id, _STEPS.c.seq > after_seq)
+            .order_by(_STEPS.c.seq)
+            .limit(limit)
+        )
+        return self._read(id, query)
+
+    def iterate(self, id: str, *, batch: int = 1000) -> Iterator[Step]:
+        """Every step in seq order, read ``batch`` at a time (inside this unit of work)."""
+        return _paged(self.window, id, batch)
+
+    @operation(writes=False)
+    def count(self, id: str) -> int:
+        """How many steps the session holds (read from its counter, not by counting).
+
+        Raises:
+            NotFoundError: no such session.
+        """
+        validate_id(id)
+        query = select(_SESSIONS.c.step_count).where(_SESSIONS.c.id == id)
+        found = self._session.execute(query).scalar()
+        if found is None:
+            raise NotFoundError(f"no session {id!r}", id=id)
+        return int(found)
+
+    @operation(writes=False)
+    def usage(
+        self,
+        *,
+        session_id: str | None = None,
+        user_id: str | None = None,
+        model: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> TokenUsage:
+        """Token totals of the steps that match every filter given, summed in SQL.
+
+        ``since`` and ``until`` bound the steps' ``started_at`` (``since <= t < until``).
+        Only the three main counters are totalled; ``extra`` stays per step.
+        """
+        query = select(
+            func.coalesce(func.sum(_STEPS.c.input_tokens), 0),
+            func.coalesce(func.sum(_STEPS.c.output_tokens), 0),
+            func.coalesce(func.sum(_STEPS.c.total_tokens), 0),
+        )
+        if session_id is not None:
+            query = query.where(_STEPS.c.session_id == validate_id(session_id))
+        if user_id is not None:
+            query = query.join(_SESSIONS, _SESSIONS.c.id == _STEPS.c.session_id).where(
+                _SESSIONS.c.user_id == validate_id(user_id, what="user_id")
+            )
+        if model is not None:
+            query = query.where(_STEPS.c.model == model)
+        if since is not None:
+            query = query.where(_STEPS.c.started_at >= utc(since, field="since"))
+        if until is not None:
+            query = query.where(_STEPS.c.started_at < utc(until, field="until"))
+        totals = self._session.execute(query).one()
+        return TokenUsage(
+            input_tokens=int(totals[0]), output_tokens=int(totals[1]), total_tokens=int(totals[2])
+        )
+
+
+def _paged(window: Callable[..., list[Step]], id: str, batch: int) -> Iterator[Step]:
+    """Steps page by page, each page one ``window`` call (so one read transaction)."""
+    after = 0
+    while True:
+        page = window(id, after_seq=after, limit=batch)
+        yield from page
+        if len(page) < batch:
+            return
+        after = page[-1].seq
+
+
+def _check_count(value: object, name: str) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_BATCH:
+        raise ValidationError(
+            f"{name} must be an int from 1 to {MAX_BATCH}, got {value!r}", path=name
+        )
+
+
+class StepsOnLedger(SyncLedgerFacade):
+    """``ledger.steps`` (sync): each call is its own transaction."""
+
+    _repository = StepRepository
+    append = sync_proxy(StepRepository.append)
+    last = sync_proxy(StepRepository.last)
+    window = sync_proxy(StepRepository.window)
+    count = sync_proxy(StepRepository.count)
+    usage = sync_proxy(StepRepository.usage)
+
+    def iterate(self, id: str, *, batch: int = 1000) -> Iterator[Step]:
+        """Every step in seq order, as a stream of short read transactions of ``batch``
+        steps each: memory stays constant however long the trace is."""
+        return _paged(self.window, id, batch)
+
+
+class AsyncStepRepository(AsyncFacadeBase):
+    """Steps on the async API: the same operations, awaited."""
+
+    _repository = StepRepository
+    append = async_proxy(StepRepository.append)
+    last = async_proxy(StepRepository.last)
+    window = async_proxy(StepRepository.window)
+    count = async_proxy(StepRepository.count)
+    usage = async_proxy(StepRepository.usage)
+
+    async def iterate(self, id: str, *, batch: int = 1000) -> AsyncIterator[Step]:
+        """Every step in seq order, as a stream of short read transactions of ``batch``
+        steps each (within a unit of work: in its transaction)."""
+        after = 0
+        while True:
+            page = await self.window(id, after_seq=after, limit=batch)
+            for step in page:
+                yield step
+            if len(page) < batch:
+                return
+            after = page[-1].seq
