@@ -7,6 +7,7 @@ in-memory backend gets a fresh private store per test.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,16 @@ def _database(backend: Backend, tmp_path_factory: pytest.TempPathFactory) -> URL
     return _migrated[key]
 
 
+@asynccontextmanager
+async def _reopened(url: URL, mode: str) -> AsyncIterator[Any]:
+    """A second ledger on the same database, as a new process would open it."""
+    ledger: Any = AsyncLedger(url) if mode == "async" else SyncAdapter(Ledger(url))
+    try:
+        yield ledger
+    finally:
+        await ledger.close()
+
+
 @pytest.fixture(params=_params())
 async def harness(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
@@ -67,7 +78,10 @@ async def harness(
     ledger: Any = AsyncLedger(url) if mode == "async" else SyncAdapter(Ledger(url))
     process_url = str(base) if backend.multiprocess and backend.dialect == "sqlite" else None
     try:
-        yield Harness(ledger, mode, f"{backend.name}-{mode}", process_url=process_url)
+        extras = {"reopen": lambda: _reopened(url, mode)}
+        yield Harness(
+            ledger, mode, f"{backend.name}-{mode}", process_url=process_url, extras=extras
+        )
     finally:
         await ledger.close()
         empty_tables(base)

@@ -13,18 +13,26 @@ that yields a :class:`Harness` around your ledger::
 Needs pytest and an asyncio plugin (pytest-asyncio in auto mode).
 """
 
-from .harness import Harness, SyncAdapter, drive
+from .grants import GrantContract
+from .harness import Harness, SyncAdapter, drive, statements_during
 from .messages import MessageConcurrencyContract, MessageContract
 from .sessions import ConcurrencyContract, ListingContract, SessionContract, UnitOfWorkContract
+from .steps import FinalizeContract, StepConcurrencyContract, StepContract, UsageContract
 
 __all__ = [
     "ConcurrencyContract",
+    "FinalizeContract",
+    "GrantContract",
     "Harness",
     "ListingContract",
     "MessageConcurrencyContract",
     "MessageContract",
     "SessionContract",
+    "StepConcurrencyContract",
+    "StepContract",
     "SyncAdapter",
     "UnitOfWorkContract",
+    "UsageContract",
     "drive",
+    "statements_during",
 ]

@@ -17,7 +17,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager, context
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, text
+from sqlalchemy import Connection, Engine, event, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 from sqlalchemy.orm import Session
 
@@ -49,11 +49,21 @@ class _Awaitable:
             return _Awaitable(value)
         if not callable(value):
             return value
+        if name == "iterate":
+            return _async_iterator(value)
 
         async def call(*args: Any, **kwargs: Any) -> Any:
             return value(*args, **kwargs)
 
         return call
+
+
+def _async_iterator(method: Callable[..., Iterator[T]]) -> Callable[..., AsyncIterator[T]]:
+    async def iterate(*args: Any, **kwargs: Any) -> AsyncIterator[T]:
+        for item in method(*args, **kwargs):
+            yield item
+
+    return iterate
 
 
 class SyncAdapter(_Awaitable):
@@ -159,6 +169,24 @@ class Harness:
             return
         with _sync_caller(engine, orm) as caller:
             yield CallerTransaction(caller, caller)
+
+
+@contextmanager
+def statements_during(harness: Harness) -> Iterator[list[str]]:
+    """The SQL statements the ledger's engine sends inside the block (BEGIN, COMMIT and
+    ROLLBACK emitted by the driver itself are not statements and do not show)."""
+    engine = harness.ledger.engine
+    sync_engine = engine.sync_engine if isinstance(engine, AsyncEngine) else engine
+    seen: list[str] = []
+
+    def record(*args: Any) -> None:
+        seen.append(args[2])
+
+    event.listen(sync_engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(sync_engine, "before_cursor_execute", record)
 
 
 @contextmanager

@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sqlalchemy import event
 
 from ..errors import ConflictError, NotFoundError, ValidationError
 from ..records import NewMessage
-from .harness import Harness
+from .harness import Harness, statements_during
 
 CONTENTS: list[Any] = [
     "plain text",
@@ -219,24 +218,13 @@ class MessageContract:
     async def test_appending_costs_the_same_statements_at_10_and_10000_messages(
         self, harness: Harness
     ) -> None:
-        engine = harness.ledger.engine
-        sync_engine = getattr(engine, "sync_engine", engine)
-
         async def statements_for_one_append(id: str, existing: int) -> int:
             record = await harness.ledger.sessions.create(id)
             for start in range(0, existing, 2000):
                 batch = [user(f"m{i}") for i in range(start, min(existing, start + 2000))]
                 record = await harness.ledger.messages.append(record, batch)
-            seen: list[str] = []
-
-            def count(*args: Any) -> None:
-                seen.append(args[2])
-
-            event.listen(sync_engine, "before_cursor_execute", count)
-            try:
+            with statements_during(harness) as seen:
                 await harness.ledger.messages.append(record, user("one more"))
-            finally:
-                event.remove(sync_engine, "before_cursor_execute", count)
             return len([s for s in seen if not s.upper().startswith(("BEGIN", "COMMIT"))])
 
         small = await statements_for_one_append("small", 10)

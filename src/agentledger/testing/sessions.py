@@ -23,7 +23,7 @@ from ..errors import (
 )
 from ..models import AgentMessage
 from ..records import SessionRecord
-from .harness import Harness
+from .harness import Harness, statements_during
 
 BAD_IDS = [
     "",
@@ -326,6 +326,43 @@ class ListingContract:
             "u",
         )
         assert item.created_at <= item.updated_at
+
+    async def test_paging_while_sessions_are_added_covers_each_earlier_one_once(
+        self, harness: Harness
+    ) -> None:
+        ids = await self._make(harness, 12)
+        seen: list[str] = []
+        cursor = None
+        added = 0
+        while True:
+            page = await harness.ledger.sessions.list(limit=4, cursor=cursor)
+            seen.extend(item.id for item in page.items)
+            await harness.ledger.sessions.create(f"added-{added}")
+            added += 1
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        assert sorted(i for i in seen if not i.startswith("added-")) == sorted(ids)
+        assert len(seen) == len(set(seen))
+
+    async def test_a_page_is_one_query_whatever_its_size(self, harness: Harness) -> None:
+        await self._make(harness, 30)
+        for limit in (1, 10, 30):
+            with statements_during(harness) as statements:
+                await harness.ledger.sessions.list(limit=limit, user_id="s")
+            selects = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+            assert len(selects) == 1
+
+    async def test_summaries_count_messages_steps_and_tokens(self, harness: Harness) -> None:
+        from ..records import NewMessage, NewStep, TokenUsage
+
+        record = await harness.ledger.sessions.create("counted")
+        await harness.ledger.messages.append(record, NewMessage(role="user", content="Hello"))
+        usage = TokenUsage(input_tokens=5, output_tokens=7, total_tokens=12)
+        await harness.ledger.steps.append("counted", [NewStep(usage=usage), NewStep(usage=usage)])
+        (item,) = (await harness.ledger.sessions.list()).items
+        assert (item.title, item.message_count, item.step_count) == ("Hello", 1, 2)
+        assert (item.input_tokens, item.output_tokens, item.total_tokens) == (10, 14, 24)
 
     async def test_most_recent_is_none_then_the_latest_updated(self, harness: Harness) -> None:
         assert await harness.ledger.sessions.most_recent() is None
