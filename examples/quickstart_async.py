@@ -10,13 +10,16 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from agentledger import AsyncLedger, Message, NewMessage
+from agentledger import AsyncLedger, Message, NewMessage, NewStep, RunSummary, TokenUsage
 
 
-def fake_model(history: list[Message]) -> str:
-    """Stands in for a model call: answers the last user message."""
+def fake_model(history: list[Message]) -> tuple[str, TokenUsage]:
+    """Stands in for a model call: answers the last user message, reports token usage."""
     question = history[-1].content
-    return f"(answer {len(history) // 2 + 1}) You asked: {question!r}"
+    usage = TokenUsage(
+        input_tokens=12 * len(history), output_tokens=20, total_tokens=12 * len(history) + 20
+    )
+    return f"(answer {len(history) // 2 + 1}) You asked: {question!r}", usage
 
 
 async def main(url: str | None = None) -> None:
@@ -35,8 +38,21 @@ async def main(url: str | None = None) -> None:
         question = "Which museums are open on Monday?" if created else "And on Tuesday?"
         session = await ledger.messages.append(session, NewMessage(role="user", content=question))
         history = await ledger.messages.last(session.id, 20)
-        answer = NewMessage(role="assistant", content=fake_model(history))
-        session = await ledger.messages.append(session, answer)
+        answer, usage = fake_model(history)
+
+        # The step trace: each model or tool call, with the token usage the provider reported.
+        await ledger.steps.append(
+            session.id, NewStep(kind="model", model="demo-model", usage=usage, output=answer)
+        )
+        session = await ledger.messages.append(
+            session, NewMessage(role="assistant", content=answer)
+        )
+
+        # The user approved a capability once; a resumed run will not ask again.
+        await ledger.grants.grant(session.id, "tool:museum-search", granted_by="ada")
+        await ledger.sessions.finalize(
+            session.id, RunSummary(status="completed", model="demo-model", usage=usage)
+        )
 
         turns = session.state.get("turns", 0) + 1
         session = await ledger.sessions.save(
@@ -44,8 +60,14 @@ async def main(url: str | None = None) -> None:
         )
         print(f"turn {turns} saved: {session.message_count} messages, revision {session.revision}")
 
+        print(
+            f"  {'session':<14} {'title':<28} {'status':<10} {'msgs':>4} {'steps':>5} {'tokens':>6}"
+        )
         for item in (await ledger.sessions.list(user_id="ada", limit=10)).items:
-            print(f"  {item.id:<14} {item.title or '':<28} {item.message_count:>3} messages")
+            print(
+                f"  {item.id:<14} {item.title or '':<28} {item.status:<10} "
+                f"{item.message_count:>4} {item.step_count:>5} {item.total_tokens:>6}"
+            )
 
     # A new process (or a restart) opens the same database and resumes.
     async with AsyncLedger(url) as ledger:
@@ -53,6 +75,9 @@ async def main(url: str | None = None) -> None:
         print(f"resumed {resumed.id} after {resumed.state['turns']} turn(s); last messages:")
         for message in await ledger.messages.last(resumed.id, 2):
             print(f"  #{message.seq} {message.role}: {message.content}")
+        granted = await ledger.grants.is_granted(resumed.id, "tool:museum-search")
+        spent = await ledger.steps.usage(session_id=resumed.id)
+        print(f"museum search still granted: {granted}; tokens so far: {spent.total_tokens}")
 
 
 if __name__ == "__main__":
