@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
-from collections.abc import Iterator
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TypeVar
 
-from .errors import AgentLedgerError, ConflictError, ValidationError
+from .errors import AgentLedgerError, ConflictError, DatabaseLockedError, ValidationError
+
+R = TypeVar("R")
+TRANSIENT_RETRIES = 3
 
 BASE_DELAY_S = 0.01
 MAX_DELAY_S = 1.0
@@ -29,3 +35,36 @@ def should_retry(error: BaseException) -> bool:
     return isinstance(error, ConflictError) or (
         isinstance(error, AgentLedgerError) and error.retryable
     )
+
+
+def is_transient(error: BaseException) -> bool:
+    """A failure that rolled the whole transaction back and says nothing about the data:
+    a deadlock or serialization failure, a lock not granted in time. Running the same
+    single-call transaction again is always safe."""
+    if isinstance(error, ConflictError):
+        return error.reason == "serialization"
+    return isinstance(error, DatabaseLockedError)
+
+
+def retrying(fn: Callable[[], R], retries: int = TRANSIENT_RETRIES) -> R:
+    """Call ``fn``; call it again after a transient failure, up to ``retries`` times."""
+    for delay in backoff_delays(retries):
+        try:
+            return fn()
+        except AgentLedgerError as error:
+            if delay is None or not is_transient(error):
+                raise
+        time.sleep(delay)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def retrying_async(fn: Callable[[], Awaitable[R]], retries: int = TRANSIENT_RETRIES) -> R:
+    """``retrying`` for a coroutine function."""
+    for delay in backoff_delays(retries):
+        try:
+            return await fn()
+        except AgentLedgerError as error:
+            if delay is None or not is_transient(error):
+                raise
+        await asyncio.sleep(delay)
+    raise AssertionError("unreachable")  # pragma: no cover

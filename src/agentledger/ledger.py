@@ -21,7 +21,8 @@ from sqlalchemy.orm import Session
 
 from . import migrations
 from ._json import Limits
-from ._retry import backoff_delays, should_retry
+from ._probe import probe
+from ._retry import backoff_delays, retrying, retrying_async, should_retry
 from ._translate import translated
 from .clock import Clock, system_clock
 from .engine import (
@@ -32,10 +33,12 @@ from .engine import (
 )
 from .errors import DatabaseError, UsageError, ValidationError
 from .repositories import (
+    AsyncCheckpointRepository,
     AsyncGrantRepository,
     AsyncMessageRepository,
     AsyncSessionRepository,
     AsyncStepRepository,
+    CheckpointsOnLedger,
     GrantsOnLedger,
     MessagesOnLedger,
     SessionsOnLedger,
@@ -79,7 +82,8 @@ class _LedgerBase:
         return Settings(url=url, clock=self._clock, limits=self._limits, schema=schema)
 
     def _prepare(self, connection: Connection) -> None:
-        """First use: refuse what cannot work, then check (or, in memory, build) the schema."""
+        """First use: refuse what cannot work, check (or, in memory, build) the schema,
+        then probe what conflict detection and exact round trips rely on."""
         if not connection.dialect.supports_sane_rowcount:
             raise DatabaseError(
                 f"the {connection.dialect.name} driver {connection.dialect.driver} cannot "
@@ -91,6 +95,7 @@ class _LedgerBase:
             migrations.upgrade(connection, schema=schema)
         else:
             migrations.check(connection, schema=schema)
+        probe(connection)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -139,6 +144,8 @@ class Ledger(_LedgerBase):
         """Step operations, each in its own transaction."""
         self.grants = GrantsOnLedger(self._transact)
         """Grant operations, each in its own transaction."""
+        self.checkpoints = CheckpointsOnLedger(self._transact)
+        """Checkpoint operations, each in its own transaction."""
 
     @classmethod
     def in_memory(cls, *, clock: Clock | None = None, limits: Limits | None = None) -> Ledger:
@@ -184,8 +191,12 @@ class Ledger(_LedgerBase):
 
     def _transact(self, writes: bool, fn: Callable[[Work], R]) -> R:
         refuse_if_open(self._key)
-        work = self._work(writes=writes)
-        return work.transact(lambda: fn(work))
+
+        def attempt() -> R:
+            work = self._work(writes=writes)
+            return work.transact(lambda: fn(work))
+
+        return retrying(attempt)
 
     @contextmanager
     def unit_of_work(self, *, join: Connection | Session | None = None) -> Iterator[UnitOfWork]:
@@ -249,6 +260,8 @@ class AsyncUnitOfWork:
         """Steps of this unit of work."""
         self.grants = AsyncGrantRepository(self._run)
         """Grants of this unit of work."""
+        self.checkpoints = AsyncCheckpointRepository(self._run)
+        """Checkpoints of this unit of work."""
 
     async def _run(self, _writes: bool, fn: Callable[[Work], R]) -> R:
         work = self._work
@@ -309,6 +322,8 @@ class AsyncLedger(_LedgerBase):
         """Step operations, each in its own transaction."""
         self.grants = AsyncGrantRepository(self._transact)
         """Grant operations, each in its own transaction."""
+        self.checkpoints = AsyncCheckpointRepository(self._transact)
+        """Checkpoint operations, each in its own transaction."""
 
     @classmethod
     def in_memory(cls, *, clock: Clock | None = None, limits: Limits | None = None) -> AsyncLedger:
@@ -360,8 +375,12 @@ class AsyncLedger(_LedgerBase):
 
     async def _transact(self, writes: bool, fn: Callable[[Work], R]) -> R:
         refuse_if_open(self._key)
-        session, work = await self._work(writes=writes)
-        return await session.run_sync(lambda _session: work.transact(lambda: fn(work)))
+
+        async def attempt() -> R:
+            session, work = await self._work(writes=writes)
+            return await session.run_sync(lambda _session: work.transact(lambda: fn(work)))
+
+        return await retrying_async(attempt)
 
     @asynccontextmanager
     async def unit_of_work(

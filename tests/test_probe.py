@@ -1,0 +1,47 @@
+"""The capability probe refuses a backend agentledger cannot trust, and leaves nothing."""
+
+from __future__ import annotations
+
+import pymysql
+import pytest
+from pymysql.constants import CLIENT
+from sqlalchemy import create_engine, func, select
+from sqlalchemy.engine import URL
+
+from agentledger import DatabaseError, Ledger
+from agentledger.models import AgentSession
+
+from .databases import dialect_params, scratch_database
+
+
+@pytest.mark.parametrize("dialect", dialect_params())
+def test_the_probe_passes_and_leaves_no_row(dialect: str, tmp_path: object) -> None:
+    with scratch_database(dialect, str(tmp_path)) as url, Ledger(url) as ledger:
+        ledger.upgrade()
+        assert ledger.sessions.exists("anything") is False
+        with ledger.engine.connect() as connection:
+            count = connection.execute(select(func.count()).select_from(AgentSession)).scalar()
+        assert count == 0
+
+
+@pytest.mark.mysql
+def test_a_mysql_engine_without_found_rows_is_refused(tmp_path: object) -> None:
+    with scratch_database("mysql", str(tmp_path)) as url:
+        Ledger(url).upgrade()
+
+        def connect() -> pymysql.Connection:  # a host's creator=, without CLIENT.FOUND_ROWS
+            assert isinstance(url, URL)
+            return pymysql.connect(
+                host=url.host,
+                port=url.port or 3306,
+                user=url.username,
+                password=url.password or "",
+                database=url.database,
+                client_flag=CLIENT.MULTI_STATEMENTS,
+            )
+
+        engine = create_engine("mysql+pymysql://", creator=connect)
+        with Ledger(engine=engine) as ledger, pytest.raises(DatabaseError) as raised:
+            ledger.sessions.exists("x")
+        assert "FOUND_ROWS" in str(raised.value)
+        engine.dispose()
