@@ -1,0 +1,123 @@
+"""A connection killed by the server mid-transaction (T8): the caller gets a retryable
+DatabaseUnavailableError, nothing partial is stored, the next call works, and
+``ledger.run`` retries the unit of work to success exactly once."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import URL
+from sqlalchemy.pool import NullPool
+
+from agentledger import AsyncLedger, DatabaseUnavailableError, Ledger, NewMessage, migrations
+
+from ..databases import scratch_database
+from . import summary
+
+SERVERS = [
+    pytest.param("postgresql", marks=pytest.mark.postgresql),
+    pytest.param("mysql", marks=pytest.mark.mysql),
+]
+OWN_ID = {"postgresql": "SELECT pg_backend_pid()", "mysql": "SELECT CONNECTION_ID()"}
+
+
+@pytest.fixture(params=SERVERS)
+def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[URL]:
+    with scratch_database(request.param, str(tmp_path)) as url:
+        migrations.upgrade(url)
+        yield url
+
+
+def kill(url: URL, connection_id: int) -> None:
+    """Terminate a server connection from an administrator's connection."""
+    admin = create_engine(url, poolclass=NullPool, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        if url.get_backend_name() == "postgresql":
+            connection.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": connection_id})
+        else:
+            connection.execute(text(f"KILL {int(connection_id)}"))
+    admin.dispose()
+
+
+def sync_kill_own_connection(uow: Any, url: URL) -> None:
+    own = uow.session.execute(text(OWN_ID[url.get_backend_name()])).scalar()
+    kill(url, int(own))
+
+
+async def async_kill_own_connection(uow: Any, url: URL) -> None:
+    own = (await uow.session.execute(text(OWN_ID[url.get_backend_name()]))).scalar()
+    kill(url, int(own))
+
+
+def test_sync_unit_of_work_lost_mid_transaction(server: URL) -> None:
+    with Ledger(server) as ledger:
+        ledger.sessions.create("victim")
+        with pytest.raises(DatabaseUnavailableError) as raised, ledger.unit_of_work() as uow:
+            record = uow.sessions.get("victim")
+            uow.messages.append(record, NewMessage(role="user", content="lost"))
+            sync_kill_own_connection(uow, server)
+            uow.sessions.create("also-lost")
+        assert raised.value.retryable
+        assert server.password is None or server.password not in str(raised.value)
+        assert ledger.messages.all("victim") == []
+        assert not ledger.sessions.exists("also-lost")
+        ledger.sessions.create("next-call-works")
+    summary.add(f"{server.get_backend_name()} connections killed", killed=1)
+
+
+async def test_async_unit_of_work_lost_mid_transaction(server: URL) -> None:
+    async with AsyncLedger(server) as ledger:
+        await ledger.sessions.create("victim")
+        with pytest.raises(DatabaseUnavailableError) as raised:
+            async with ledger.unit_of_work() as uow:
+                record = await uow.sessions.get("victim")
+                await uow.messages.append(record, NewMessage(role="user", content="lost"))
+                await async_kill_own_connection(uow, server)
+                await uow.sessions.create("also-lost")
+        assert raised.value.retryable
+        assert await ledger.messages.all("victim") == []
+        assert not await ledger.sessions.exists("also-lost")
+        await ledger.sessions.create("next-call-works")
+    summary.add(f"{server.get_backend_name()} connections killed", killed=1)
+
+
+def test_run_retries_a_lost_connection_to_success_exactly_once(server: URL) -> None:
+    attempts = []
+
+    def append_once(uow: Any) -> int:
+        attempts.append(1)
+        record = uow.sessions.get("retry")
+        record = uow.messages.append(record, NewMessage(role="user", content="exactly once"))
+        if len(attempts) == 1:
+            sync_kill_own_connection(uow, server)
+        return int(record.revision)
+
+    with Ledger(server) as ledger:
+        ledger.sessions.create("retry")
+        assert ledger.run(append_once) == 2
+        assert [m.content for m in ledger.messages.all("retry")] == ["exactly once"]
+    assert len(attempts) == 2
+    summary.add(f"{server.get_backend_name()} connections killed", killed=1)
+
+
+async def test_async_run_retries_a_lost_connection_to_success_exactly_once(server: URL) -> None:
+    attempts = []
+
+    async def append_once(uow: Any) -> int:
+        attempts.append(1)
+        record = await uow.sessions.get("retry")
+        record = await uow.messages.append(record, NewMessage(role="user", content="once"))
+        if len(attempts) == 1:
+            await async_kill_own_connection(uow, server)
+        return int(record.revision)
+
+    async with AsyncLedger(server) as ledger:
+        await ledger.sessions.create("retry")
+        assert await ledger.run(append_once) == 2
+        assert [m.content for m in await ledger.messages.all("retry")] == ["once"]
+    assert len(attempts) == 2
+    summary.add(f"{server.get_backend_name()} connections killed", killed=1)
