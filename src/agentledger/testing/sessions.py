@@ -538,6 +538,7 @@ class ConcurrencyContract:
     async def test_read_modify_save_rounds_lose_no_update(self, harness: Harness) -> None:
         await harness.ledger.sessions.create("counter", state={"total": 0})
         conflicts = [0] * self.writers
+        written: list[tuple[int, int]] = []  # (revision read, revision written) per commit
 
         async def writer(index: int) -> None:
             for _ in range(self.rounds):
@@ -547,19 +548,27 @@ class ConcurrencyContract:
                     state["total"] += 1
                     state[f"w{index}"] = state.get(f"w{index}", 0) + 1
                     try:
-                        await harness.ledger.sessions.save(
+                        saved = await harness.ledger.sessions.save(
                             record.model_copy(update={"state": state})
                         )
-                        break
-                    except ConflictError as error:
+                    except ConflictError as error:  # every failed attempt is a conflict
                         assert error.reason == "stale"
                         conflicts[index] += 1
+                        continue
+                    written.append((record.revision, saved.revision))
+                    break
 
         await harness.concurrently(self.writers, writer)
         final = await harness.ledger.sessions.get("counter")
-        assert final.state["total"] == self.writers * self.rounds
+        commits = self.writers * self.rounds
+        assert final.state["total"] == commits
         assert all(final.state[f"w{i}"] == self.rounds for i in range(self.writers))
-        assert final.revision == 1 + self.writers * self.rounds
+        assert final.revision == 1 + commits
+        # The history is linear: each revision was read by exactly one committed writer
+        # and written exactly once, with no gap.
+        assert sorted(read for read, _ in written) == list(range(1, commits + 1))
+        assert sorted(new for _, new in written) == list(range(2, commits + 2))
+        assert all(new == read + 1 for read, new in written)
         assert sum(conflicts) > 0, "no contention was produced; the test proved nothing"
 
 
