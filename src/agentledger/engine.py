@@ -298,3 +298,26 @@ class MemoryDatabase:
         if self._keeper is not None:
             self._keeper.close()
             self._keeper = None
+
+
+def pgbouncer_engine_options(*, asynchronous: bool) -> dict[str, Any]:
+    """Engine keyword arguments for PostgreSQL behind pgbouncer in transaction mode.
+
+    A transaction-mode pooler hands each transaction to any server connection, so
+    prepared statements (which live on one server connection) break: asyncpg's
+    statement cache gives "prepared statement ... does not exist", psycopg prepares
+    a statement after 5 runs. These options turn both off, and name any statement
+    asyncpg must still prepare uniquely::
+
+        engine = create_async_engine(url, **pgbouncer_engine_options(asynchronous=True))
+        ledger = AsyncLedger(engine=engine)
+    """
+    if asynchronous:
+        return {
+            "connect_args": {
+                "statement_cache_size": 0,  # asyncpg's own cache
+                "prepared_statement_cache_size": 0,  # SQLAlchemy's adapter cache
+                "prepared_statement_name_func": lambda: f"__agentledger_{uuid.uuid4().hex}__",
+            }
+        }
+    return {"connect_args": {"prepare_threshold": None}}
