@@ -8,7 +8,13 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TypeVar
 
-from .errors import AgentLedgerError, ConflictError, DatabaseLockedError, ValidationError
+from .errors import (
+    AgentLedgerError,
+    ConflictError,
+    DatabaseError,
+    DatabaseLockedError,
+    ValidationError,
+)
 
 R = TypeVar("R")
 TRANSIENT_RETRIES = 3
@@ -39,11 +45,15 @@ def should_retry(error: BaseException) -> bool:
 
 def is_transient(error: BaseException) -> bool:
     """A failure that rolled the whole transaction back and says nothing about the data:
-    a deadlock or serialization failure, a lock not granted in time. Running the same
-    single-call transaction again is always safe."""
+    a deadlock or serialization failure, a lock not granted in time, a prepared
+    statement gone stale after a schema change. Running the same single-call
+    transaction again is always safe. (A lost connection is not here: a COMMIT cut
+    off mid-way leaves the outcome unknown, so that retry is the caller's call.)"""
     if isinstance(error, ConflictError):
         return error.reason == "serialization"
-    return isinstance(error, DatabaseLockedError)
+    if isinstance(error, DatabaseLockedError):
+        return True
+    return type(error) is DatabaseError and error.retryable
 
 
 def retrying(fn: Callable[[], R], retries: int = TRANSIENT_RETRIES) -> R:

@@ -82,6 +82,15 @@ def is_foreign_key_violation(error: BaseException) -> bool:
     return sqlstate(error) in _FOREIGN_KEY or mysql_errno(error) in (1452, 1216)
 
 
+def _is_stale_statement_cache(error: BaseException) -> bool:
+    """asyncpg's InvalidCachedStatementError: a statement prepared before another process
+    changed the schema (a deploy running a migration). It is raised before the statement
+    does anything, and the adapter drops its cache, so the transaction can run again."""
+    orig = getattr(error, "orig", None)
+    cause = getattr(orig, "__cause__", None)
+    return type(cause).__name__ == "InvalidCachedStatementError" and sqlstate(error) == "0A000"
+
+
 def _scrub(text: str, url: URL | None) -> str:
     if url is not None and url.password:
         text = text.replace(str(url.password), "***")
@@ -103,6 +112,13 @@ def translate(error: BaseException, url: URL | None) -> AgentLedgerError:
     if isinstance(error, sa_exc.DBAPIError) and error.connection_invalidated:
         return DatabaseUnavailableError(f"the database connection was lost{where}: {detail}")
     code, errno, name = sqlstate(error), mysql_errno(error), sqlite_name(error)
+    if _is_stale_statement_cache(error):
+        stale = DatabaseError(
+            f"a cached prepared statement went stale after a schema change{where}: {detail}; "
+            "SQLAlchemy has dropped its statement cache, so running the call again works"
+        )
+        stale.retryable = True
+        return stale
     if code in _PG_SERIALIZATION or errno in _MYSQL_SERIALIZATION:
         return ConflictError(
             f"the database aborted the transaction to keep it serializable{where}: {detail}",
