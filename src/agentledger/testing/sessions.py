@@ -535,6 +535,22 @@ class ConcurrencyContract:
     writers = 8
     rounds = 50
 
+    async def test_concurrent_creates_of_one_id_make_one_session(self, harness: Harness) -> None:
+        barrier = harness.barrier(self.writers)
+
+        async def creator(index: int) -> str:
+            await barrier.wait()
+            try:
+                await harness.ledger.sessions.create("contested", state={"by": index})
+            except ConflictError as error:
+                return error.reason
+            return "created"
+
+        outcomes = await harness.concurrently(self.writers, creator)
+        assert sorted(outcomes) == ["created"] + ["exists"] * (self.writers - 1)
+        page = await harness.ledger.sessions.list()
+        assert [item.id for item in page.items] == ["contested"]
+
     async def test_read_modify_save_rounds_lose_no_update(self, harness: Harness) -> None:
         await harness.ledger.sessions.create("counter", state={"total": 0})
         conflicts = [0] * self.writers
