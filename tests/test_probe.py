@@ -45,3 +45,31 @@ def test_a_mysql_engine_without_found_rows_is_refused(tmp_path: object) -> None:
             ledger.sessions.exists("x")
         assert "FOUND_ROWS" in str(raised.value)
         engine.dispose()
+
+
+@pytest.mark.postgresql
+def test_a_read_only_user_can_read_and_is_refused_writes_clearly(tmp_path: object) -> None:
+    from agentledger import PermissionDeniedError
+
+    with scratch_database("postgresql", str(tmp_path)) as url:
+        with Ledger(url) as owner:
+            owner.upgrade()
+            owner.sessions.create("readable")
+        admin = create_engine(url, isolation_level="AUTOCOMMIT")
+        with admin.connect() as connection:
+            for statement in (
+                "DROP ROLE IF EXISTS agentledger_reader",
+                "CREATE ROLE agentledger_reader LOGIN",
+                f'REVOKE TEMPORARY ON DATABASE "{url.database}" FROM PUBLIC',
+                "GRANT SELECT ON ALL TABLES IN SCHEMA public TO agentledger_reader",
+            ):
+                connection.exec_driver_sql(statement)
+        try:
+            with Ledger(url.set(username="agentledger_reader")) as reader:
+                assert reader.sessions.get("readable").id == "readable"
+                with pytest.raises(PermissionDeniedError):
+                    reader.sessions.create("not-allowed")
+        finally:
+            with admin.connect() as connection:
+                connection.exec_driver_sql("DROP OWNED BY agentledger_reader")
+            admin.dispose()

@@ -5,16 +5,29 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
-from sqlalchemy import Connection, Table, func, select, text, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Select,
+    Table,
+    Text,
+    func,
+    literal,
+    select,
+    text,
+    update,
+)
+from sqlalchemy import cast as sql_cast
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.mysql import insert as mysql_insert
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from .errors import DatabaseLockedError
-from .models import AgentGrant, AgentSession
+from .models import AgentCheckpoint, AgentGrant, AgentSession
 
 # pg_advisory_lock takes a bigint: the ASCII of "agentled" read as one.
 _PG_MIGRATION_LOCK_KEY = int.from_bytes(b"agentled", "big")
@@ -132,3 +145,131 @@ def upsert_grant(session: Session, values: dict[str, Any]) -> None:
             {name: statement_mysql.inserted[name] for name in refreshed}
         )
     )
+
+
+def allocate_checkpoint_seq(
+    session: Session,
+    id: str,
+    ref: str,
+    now: datetime,
+    *,
+    condition: ColumnElement[bool] | None = None,
+) -> int | None:
+    """Take the next checkpoint seq of session ``id`` and make ``ref`` its latest
+    checkpoint, when ``condition`` (a compare-and-set on the row) holds.
+
+    One UPDATE under the session row's lock, so the seq and the pointer move together
+    and two savers from one parent cannot both match; the revision is left alone
+    (checkpoints never conflict with a save). Returns the seq taken, or None when no
+    row matched (no such session, or ``condition`` was false).
+
+    PostgreSQL and SQLite read the new counter back with ``UPDATE ... RETURNING``;
+    MariaDB/MySQL, which have no UPDATE RETURNING, through ``LAST_INSERT_ID(expr)``
+    (see ``allocate_step_seqs``).
+    """
+    table = cast(Table, AgentSession.__table__)
+    values: dict[str, Any] = {
+        "checkpoint_seq": table.c.checkpoint_seq + 1,
+        "latest_checkpoint_ref": ref,
+        "updated_at": now,
+    }
+    statement = update(table).where(table.c.id == id)
+    if condition is not None:
+        statement = statement.where(condition)
+    if session.connection().dialect.update_returning:
+        row = session.execute(statement.values(values).returning(table.c.checkpoint_seq)).first()
+        return None if row is None else int(row[0])
+    values["checkpoint_seq"] = func.last_insert_id(table.c.checkpoint_seq + 1)
+    if session.execute(statement.values(values)).rowcount == 0:  # type: ignore[attr-defined]
+        return None
+    return int(session.execute(select(func.last_insert_id())).scalar_one())
+
+
+def json_from_text(session: Session, json_text: str) -> ColumnElement[Any]:
+    """A value for a JSON column from JSON text agentledger serialised (and measured)
+    itself, so the column type does not serialise it a second time.
+
+    The engine's default encoder escapes every non-ASCII character (up to six bytes
+    for one), so a payload checked at its limit could grow 3.5 times on MariaDB after
+    the driver's own escaping, past the 16 MiB packet. PostgreSQL needs the text cast
+    to ``json`` (its drivers send the parameter typed as text); SQLite and MariaDB
+    keep JSON as text, and MariaDB has no CAST to JSON.
+    """
+    value = literal(json_text, Text())
+    if session.connection().dialect.name == "postgresql":
+        return sql_cast(value, postgresql.JSON())
+    return value
+
+
+def snapshot_read_options(dialect_name: str) -> dict[str, Any]:
+    """Engine options for one long read transaction that must see a single snapshot
+    (an export, the source side of a copy), read page by page.
+
+    PostgreSQL's default READ COMMITTED takes a new snapshot per statement, so later
+    pages could disagree with earlier ones; REPEATABLE READ keeps the first (and a
+    read-only transaction there never fails to serialize). MariaDB/MySQL's default
+    REPEATABLE READ and a SQLite read transaction (WAL) already read one snapshot.
+    """
+    if dialect_name == "postgresql":
+        return {"isolation_level": "REPEATABLE READ", "postgresql_readonly": True}
+    return {}
+
+
+def sqlite_sizes(connection: Connection) -> tuple[int, int] | None:
+    """SQLite: (file size, free space inside it) in bytes; None on other databases.
+
+    SQLite keeps the pages a delete frees inside the file for reuse; only VACUUM gives
+    them back to the file system. PostgreSQL and MariaDB reuse freed space on their own.
+    """
+    if connection.dialect.name != "sqlite":
+        return None
+    page_size = int(connection.exec_driver_sql("PRAGMA page_size").scalar_one())
+    pages = int(connection.exec_driver_sql("PRAGMA page_count").scalar_one())
+    free = int(connection.exec_driver_sql("PRAGMA freelist_count").scalar_one())
+    return pages * page_size, free * page_size
+
+
+def sqlite_vacuum(connection: Connection) -> None:
+    """SQLite: rebuild the file without its free pages, then truncate the WAL.
+
+    VACUUM cannot run inside a transaction, and SQLAlchemy would begin one on the first
+    statement, so it runs on the driver connection (whose own transaction handling is
+    off, see engine.py). It needs about the database's size again in free disk space.
+    """
+    driver_connection = connection.connection.dbapi_connection
+    assert driver_connection is not None
+    cursor = driver_connection.cursor()
+    try:
+        cursor.execute("VACUUM")
+        cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        cursor.close()
+
+
+_CHECKPOINT_SESSION_INDEX = "uq_agentledger_checkpoints_session_id_seq"
+S = TypeVar("S", bound=Select[Any])
+
+
+def on_checkpoint_session_index(query: S) -> S:
+    """``query`` (over one session's checkpoints) pinned to the (session_id, seq) index.
+
+    MariaDB/MySQL only (the hint renders nowhere else): on a small or skewed table
+    their optimizer may scan the whole table instead, and a locking read (or a locking
+    subquery) that scans under REPEATABLE READ locks every session's rows, so
+    unrelated writers wait or deadlock.
+    """
+    table = cast(Table, AgentCheckpoint.__table__)
+    hint = f"FORCE INDEX ({_CHECKPOINT_SESSION_INDEX})"
+    return query.with_hint(table, hint, "mysql").with_hint(table, hint, "mariadb")
+
+
+def drop_temporary_table(connection: Connection, name: str) -> None:
+    """Drop a temporary table after its transaction was rolled back.
+
+    PostgreSQL and SQLite roll CREATE TEMPORARY TABLE back with the transaction;
+    MariaDB/MySQL do not, and the table would outlive the probe on a pooled
+    connection. ``DROP TEMPORARY TABLE`` there can only touch a temporary table.
+    """
+    if connection.dialect.name in ("mysql", "mariadb"):
+        quoted = connection.dialect.identifier_preparer.quote(name)
+        connection.execute(text(f"DROP TEMPORARY TABLE IF EXISTS {quoted}"))

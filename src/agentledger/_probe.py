@@ -3,35 +3,58 @@
 Conflict detection needs an UPDATE to report the rows it *matched* (an engine built
 with a custom ``creator=`` on MySQL loses CLIENT_FOUND_ROWS and reports 0 for an
 UPDATE that writes the same values); ordering and expiry need microsecond UTC
-timestamps; payloads need JSON to come back as stored. The probe writes one scratch
-session in a transaction that is always rolled back, so it leaves nothing behind.
+timestamps; payloads need JSON to come back as stored. The probe uses a temporary
+table with agentledger's own column types, so it takes no lock on agentledger's
+tables (a first read never waits for a writer) and leaves nothing behind.
 """
 
 from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta, timezone
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import Connection, Table, insert, select, update
+from sqlalchemy import Column, Connection, Integer, MetaData, String, Table, insert, select, update
+from sqlalchemy.schema import CreateTable
 
-from .errors import DatabaseError
-from .models import AgentSession
-from .models.types import json_text
+from ._dialects import drop_temporary_table
+from ._translate import translated
+from .errors import DatabaseError, PermissionDeniedError
+from .models.types import JSONDocument, UTCDateTime, json_text
 
-_SESSIONS = cast(Table, AgentSession.__table__)
-PROBE_ID = ".agentledger-probe"  # starts with "." so it can never be a real session id
+_PROBE = Table(
+    "agentledger_probe",
+    MetaData(),
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("at", UTCDateTime(), nullable=False),
+    Column("doc", JSONDocument(), nullable=False),
+    Column("flag", String(8), nullable=False),
+    prefixes=["TEMPORARY"],
+)
 PROBE_TIME = datetime(2000, 1, 2, 3, 4, 5, 123456, tzinfo=timezone(timedelta(hours=14)))
-PROBE_STATE: dict[str, Any] = {"big": 2**63 - 1, "negative_zero": -0.0, "text": "é ✓ 🚀", "n": [1]}
+PROBE_DOC: dict[str, Any] = {"big": 2**63 - 1, "negative_zero": -0.0, "text": "é ✓ 🚀", "n": [1]}
 
 
 def probe(connection: Connection) -> None:
-    """Raise DatabaseError naming the first capability the backend lacks."""
-    transaction = connection.begin_nested() if connection.in_transaction() else connection.begin()
+    """Raise DatabaseError naming the first capability the backend lacks.
+
+    A database user without the right to create temporary tables skips the probe:
+    it can still use agentledger, and its rowcounts are then taken on trust.
+    """
+    began = not connection.in_transaction()
+    transaction = connection.begin() if began else connection.begin_nested()
     try:
-        _check(connection)
+        with translated(connection.engine.url):
+            connection.execute(CreateTable(_PROBE))
+            _check(connection)
+    except PermissionDeniedError:
+        return
     finally:
         transaction.rollback()
+        with translated(connection.engine.url):
+            drop_temporary_table(connection, _PROBE.name)
+        if began and connection.in_transaction():
+            connection.rollback()
 
 
 def _refuse(what: str, connection: Connection) -> DatabaseError:
@@ -43,22 +66,8 @@ def _refuse(what: str, connection: Connection) -> DatabaseError:
 
 
 def _check(connection: Connection) -> None:
-    row: dict[str, Any] = {
-        column.name: 0 for column in _SESSIONS.c if column.name.endswith(("_count", "_seq"))
-    }
-    row.update(
-        id=PROBE_ID,
-        status="active",
-        state=PROBE_STATE,
-        input_tokens=0,
-        output_tokens=0,
-        total_tokens=0,
-        created_at=PROBE_TIME,
-        updated_at=PROBE_TIME,
-        revision=1,
-    )
-    connection.execute(insert(_SESSIONS).values(row))
-    same = update(_SESSIONS).where(_SESSIONS.c.id == PROBE_ID).values(status="active")
+    connection.execute(insert(_PROBE).values(id=1, at=PROBE_TIME, doc=PROBE_DOC, flag="same"))
+    same = update(_PROBE).where(_PROBE.c.id == 1).values(flag="same")
     matched = connection.execute(same).rowcount
     if matched != 1:
         raise _refuse(
@@ -67,21 +76,12 @@ def _check(connection: Connection) -> None:
             "must pass client_flag=CLIENT.FOUND_ROWS)",
             connection,
         )
-    stored = connection.execute(
-        select(_SESSIONS.c.created_at, json_text(_SESSIONS.c.state)).where(
-            _SESSIONS.c.id == PROBE_ID
-        )
-    ).one()
-    created_at, state_text = stored
-    if (
-        created_at != PROBE_TIME
-        or created_at.tzinfo is None
-        or created_at.utcoffset() != UTC.utcoffset(None)
-    ):
+    at, doc = connection.execute(select(_PROBE.c.at, json_text(_PROBE.c.doc))).one()
+    if at != PROBE_TIME or at.utcoffset() != UTC.utcoffset(None):
         raise _refuse(
-            f"the timestamp {PROBE_TIME.isoformat()} came back as {created_at!r}: UTC "
-            "microseconds are not kept",
+            f"the timestamp {PROBE_TIME.isoformat()} came back as {at!r}: UTC microseconds "
+            "are not kept",
             connection,
         )
-    if json.loads(state_text) != PROBE_STATE:
-        raise _refuse(f"JSON came back changed: {state_text!r}", connection)
+    if json.loads(doc) != PROBE_DOC:
+        raise _refuse(f"JSON came back changed: {doc!r}", connection)

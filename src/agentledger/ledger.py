@@ -27,6 +27,7 @@ from ._translate import translated
 from .clock import Clock, system_clock
 from .engine import (
     MemoryDatabase,
+    check_borrowed_sqlite,
     create_async_engine_for,
     create_sync_engine,
     validate_schema,
@@ -95,6 +96,7 @@ class _LedgerBase:
             migrations.upgrade(connection, schema=schema)
         else:
             migrations.check(connection, schema=schema)
+        check_borrowed_sqlite(connection)
         probe(connection)
 
     def _check_open(self) -> None:
@@ -136,6 +138,10 @@ class Ledger(_LedgerBase):
             )
         self._engine = engine if engine is not None else create_sync_engine(url)
         self.settings = self._settings_for(self._engine.url, self._engine.dialect.name)
+        self._bind = {
+            writes: self._engine.execution_options(**self.settings.execution_options(writes=writes))
+            for writes in (True, False)
+        }
         self.sessions = SessionsOnLedger(self._transact)
         """Session operations, each in its own transaction."""
         self.messages = MessagesOnLedger(self._transact)
@@ -171,7 +177,7 @@ class Ledger(_LedgerBase):
     def _work(self, *, writes: bool, join: Connection | Session | None = None) -> Work:
         self._ensure_ready()
         if join is None:
-            session = Session(bind=self._engine, expire_on_commit=False, autoflush=False)
+            session = Session(bind=self._bind[writes], expire_on_commit=False, autoflush=False)
             return Work(session, self.settings, writes=writes, joined=False)
         if isinstance(join, Session):
             join.flush()
@@ -313,6 +319,10 @@ class AsyncLedger(_LedgerBase):
             )
         self._engine = engine if engine is not None else create_async_engine_for(url)
         self.settings = self._settings_for(self._engine.url, self._engine.dialect.name)
+        self._bind = {
+            writes: self._engine.execution_options(**self.settings.execution_options(writes=writes))
+            for writes in (True, False)
+        }
         self._ready_lock = asyncio.Lock()
         self.sessions = AsyncSessionRepository(self._transact)
         """Session operations, each in its own transaction."""
@@ -355,7 +365,7 @@ class AsyncLedger(_LedgerBase):
     ) -> tuple[AsyncSession, Work]:
         await self._ensure_ready()
         if join is None:
-            session = AsyncSession(bind=self._engine, expire_on_commit=False, autoflush=False)
+            session = AsyncSession(bind=self._bind[writes], expire_on_commit=False, autoflush=False)
             return session, Work(session.sync_session, self.settings, writes=writes, joined=False)
         if isinstance(join, AsyncSession):
             await join.flush()

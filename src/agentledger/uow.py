@@ -30,6 +30,7 @@ from .errors import ConflictError, DatabaseError, UsageError
 
 if TYPE_CHECKING:
     from .repositories import (
+        CheckpointRepository,
         GrantRepository,
         MessageRepository,
         SessionRepository,
@@ -54,6 +55,14 @@ class Settings:
         """The current time from the ledger's clock, aware and in UTC."""
         return checked_now(self.clock)
 
+    def execution_options(self, *, writes: bool) -> dict[str, Any]:
+        """Connection options of an owned unit of work: the schema map (PostgreSQL
+        schema option) and the write flag (SQLite: BEGIN IMMEDIATE)."""
+        options: dict[str, Any] = {WRITE_OPTION: writes}
+        if self.schema is not None:
+            options["schema_translate_map"] = {None: self.schema}
+        return options
+
 
 class Work:
     """The state of one transaction on one sync ORM Session.
@@ -73,21 +82,17 @@ class Work:
         self._restore: dict[str, Any] | None = None
 
     def begin(self) -> None:
-        """Start the transaction (or the SAVEPOINT, when joined)."""
-        options: dict[str, Any] = {}
-        if self.settings.schema is not None:
-            options["schema_translate_map"] = {None: self.settings.schema}
-        with translated(self.settings.url):
-            if self.joined:
+        """Start the unit of work. Owned: nothing is sent yet; the session begins its
+        transaction at the first statement, on an engine that carries the write flag
+        (so a call refused by validation sends no SQL at all). Joined: the SAVEPOINT
+        in the caller's transaction starts now."""
+        if self.joined:
+            with translated(self.settings.url):
                 connection = self.session.connection()
-                if options:
+                if self.settings.schema is not None:
                     self._restore = dict(connection.get_execution_options())
-                    connection.execution_options(**options)
-            else:
-                if self.writes:
-                    options[WRITE_OPTION] = True
-                connection = self.session.connection(execution_options=options or None)
-            self._check_engine(connection)
+                    connection.execution_options(schema_translate_map={None: self.settings.schema})
+                self._check_engine(connection)
         self.active = True
 
     def _check_engine(self, connection: Connection) -> None:
@@ -223,6 +228,7 @@ class UnitOfWork:
 
     def __init__(self, work: Work) -> None:
         from .repositories import (
+            CheckpointRepository,
             GrantRepository,
             MessageRepository,
             SessionRepository,
@@ -238,6 +244,8 @@ class UnitOfWork:
         """Steps of this unit of work."""
         self.grants: GrantRepository = GrantRepository(work)
         """Grants of this unit of work."""
+        self.checkpoints: CheckpointRepository = CheckpointRepository(work)
+        """Checkpoints of this unit of work."""
 
     def __enter__(self) -> UnitOfWork:
         self._work.begin()
