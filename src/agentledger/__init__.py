@@ -24,11 +24,15 @@ from .errors import (
 from .ledger import AsyncLedger, AsyncUnitOfWork, Ledger
 from .models import AgentCheckpoint, AgentGrant, AgentMessage, AgentSession, AgentStep, metadata
 from .records import (
+    Checkpoint,
+    CheckpointInfo,
+    CheckpointPayload,
     Grant,
     Message,
     NewMessage,
     NewStep,
     Page,
+    PendingToolCall,
     RunSummary,
     SessionRecord,
     SessionSummary,
@@ -46,6 +50,9 @@ __all__ = [
     "AgentStep",
     "AsyncLedger",
     "AsyncUnitOfWork",
+    "Checkpoint",
+    "CheckpointInfo",
+    "CheckpointPayload",
     "ConflictError",
     "CorruptRecordError",
     "DatabaseError",
@@ -60,6 +67,7 @@ __all__ = [
     "NewStep",
     "NotFoundError",
     "Page",
+    "PendingToolCall",
     "PermissionDeniedError",
     "RunSummary",
     "SchemaError",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 from pydantic import ValidationError as PydanticValidationError
 
 RunStatus = Literal["completed", "failed", "cancelled", "interrupted"]
@@ -207,3 +207,75 @@ class Page(BaseModel, Generic[T]):
 
     items: list[T]
     next_cursor: str | None
+
+
+class PendingToolCall(Record):
+    """A tool call a paused run is waiting on: the call as the model made it, and
+    whether an interrupt (a human approval, say) is holding it."""
+
+    tool_call: dict[str, Any]
+    interrupt_active: bool = False
+
+
+class CheckpointPayload(Record):
+    """Everything a paused run needs to resume exactly where it stopped; JSON only.
+
+    Every field defaults to empty. ``context_window`` takes NewMessage values (a
+    ``Message`` read from ``messages`` is accepted and kept as its role, content and
+    metadata). The repository checks the whole payload as JSON, within
+    ``Limits.max_checkpoint_bytes``, before it writes anything.
+    """
+
+    context_window: list[NewMessage] = Field(default_factory=list)
+    """The messages the model sees when the run resumes."""
+    pending_tool_calls: dict[str, PendingToolCall] = Field(default_factory=dict)
+    """Tool calls still waiting for a result, by tool-call id."""
+    interrupt_requesters: dict[str, str] = Field(default_factory=dict)
+    """Who raised each interrupt, by interrupt id."""
+    runtime_state: dict[str, Any] = Field(default_factory=dict)
+    """The harness's own state (a JSON object)."""
+    pending_interrupts: Any = None
+    """Interrupts still waiting for an answer (any JSON value)."""
+    resolved_interrupts: Any = None
+    """Interrupts already answered (any JSON value)."""
+
+    @field_validator("context_window", mode="before")
+    @classmethod
+    def _stored_messages_as_new(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return [
+                NewMessage(role=item.role, content=item.content, metadata=item.metadata)
+                if isinstance(item, Message)
+                else item
+                for item in value
+            ]
+        return value
+
+
+class CheckpointInfo(Record):
+    """A checkpoint listing row: where it sits in the session's history, without its
+    payload. ``size`` is the payload's size in bytes of UTF-8 JSON text."""
+
+    ref: str
+    session_id: str
+    seq: int
+    parent_ref: str | None
+    created_at: datetime
+    expires_at: datetime | None
+    size: int
+
+
+class Checkpoint(Record):
+    """A stored checkpoint: its reference, place in the session's history, and payload.
+
+    ``parent_ref`` is the checkpoint it continues from (None for the first); ``seq``
+    orders a session's checkpoints (the newest has the highest).
+    """
+
+    ref: str
+    session_id: str
+    seq: int
+    parent_ref: str | None
+    created_at: datetime
+    expires_at: datetime | None
+    payload: CheckpointPayload

@@ -13,6 +13,11 @@ that yields a :class:`Harness` around your ledger::
 Needs pytest and an asyncio plugin (pytest-asyncio in auto mode).
 """
 
+from .checkpoints import (
+    CheckpointConcurrencyContract,
+    CheckpointContract,
+    CheckpointExpiryContract,
+)
 from .grants import GrantContract
 from .harness import Harness, SyncAdapter, drive, statements_during
 from .messages import MessageConcurrencyContract, MessageContract
@@ -20,6 +25,9 @@ from .sessions import ConcurrencyContract, ListingContract, SessionContract, Uni
 from .steps import FinalizeContract, StepConcurrencyContract, StepContract, UsageContract
 
 __all__ = [
+    "CheckpointConcurrencyContract",
+    "CheckpointContract",
+    "CheckpointExpiryContract",
     "ConcurrencyContract",
     "FinalizeContract",
     "GrantContract",

@@ -1,0 +1,707 @@
+"""Checkpoints: what a paused run needs to resume, with lineage, forks and expiry.
+
+The session row carries the checkpoint counter (``checkpoint_seq``) and a pointer to
+its newest stored checkpoint (``latest_checkpoint_ref``). Every write that adds or
+removes checkpoints of a session takes that row's lock first, so the pointer always
+names the session's highest-seq checkpoint (expired or not), or is NULL, and the
+session's checkpoints cannot change under a writer that holds the lock.
+
+``save(..., parent=X)`` is a compare-and-set: one UPDATE of the session row that
+bumps the counter and moves the pointer ``WHERE latest_checkpoint_ref = X`` (and X has
+not expired). Two resumers of one pause race on that row; the second finds the pointer
+moved and gets ``ConflictError("parent")``. Only when that UPDATE matches nothing is
+there a second look, under the row lock: it accepts X only if X is what ``latest``
+answers (the pointer names an expired checkpoint and everything after X expired).
+Without a parent, the new checkpoint's ``parent_ref`` is what ``latest`` answered.
+Checkpoint writes never bump the session's revision.
+
+Locking on MariaDB/MySQL (REPEATABLE READ): reads that decide something read the
+latest committed rows with locking reads, since a plain SELECT would answer from the
+transaction's first snapshot. They are primary-key lookups, or range reads over one
+session on the (session_id, seq) index that end on a row of that session, so they
+lock that session's rows and not its neighbours'. Deletes go by primary key. Reads
+that only name a lineage or explain a conflict are plain.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any, cast
+
+from sqlalchemy import ColumnElement, Row, Table, and_, delete, or_, select, update
+
+from .._dialects import allocate_checkpoint_seq, json_from_text, on_checkpoint_session_index
+from .._json import check_json, decode_json
+from .._proxy import async_proxy, sync_proxy
+from ..errors import (
+    ConflictError,
+    CorruptRecordError,
+    InvalidIdError,
+    NotFoundError,
+    ValidationError,
+)
+from ..ids import new_id, validate_id
+from ..models import AgentCheckpoint, AgentSession
+from ..models.types import json_text
+from ..records import Checkpoint, CheckpointInfo, CheckpointPayload, Page
+from ..uow import Repository, operation
+from ._facades import AsyncFacadeBase, SyncLedgerFacade
+from .sessions import session_exists
+
+_CHECKPOINTS = cast(Table, AgentCheckpoint.__table__)
+_SESSIONS = cast(Table, AgentSession.__table__)
+_TABLE = "agentledger_checkpoints"
+_INFO_COLUMNS = (
+    _CHECKPOINTS.c.ref,
+    _CHECKPOINTS.c.session_id,
+    _CHECKPOINTS.c.seq,
+    _CHECKPOINTS.c.parent_ref,
+    _CHECKPOINTS.c.created_at,
+    _CHECKPOINTS.c.expires_at,
+)
+_READ = select(*_INFO_COLUMNS, json_text(_CHECKPOINTS.c.payload).label("payload"))
+_LIST = select(*_INFO_COLUMNS, _CHECKPOINTS.c.size)
+_Located = Row[Any, Any, Any]
+"""(session_id, seq, expires_at) of one checkpoint."""
+MAX_REF_LENGTH = 64
+MAX_PAGE_SIZE = 1000
+PURGE_BATCH = 500
+"""How many expired checkpoints ``purge_expired`` deletes per transaction by default."""
+MAX_PURGE_BATCH = 10_000
+_DELETE_CHUNK = 1000
+
+
+def _ref(value: object, *, what: str = "checkpoint ref") -> str:
+    """``value`` if it can be a checkpoint ref (an id of at most 64 characters)."""
+    ref = validate_id(value, what=what)
+    if len(ref) > MAX_REF_LENGTH:
+        raise InvalidIdError(
+            f"invalid {what}: at most {MAX_REF_LENGTH} characters, got {len(ref)}", value=value
+        )
+    return ref
+
+
+def _alive(now: datetime) -> ColumnElement[bool]:
+    """Checkpoints that have not expired at ``now``."""
+    return or_(_CHECKPOINTS.c.expires_at.is_(None), _CHECKPOINTS.c.expires_at > now)
+
+
+def _expired(now: datetime) -> ColumnElement[bool]:
+    return _CHECKPOINTS.c.expires_at <= now
+
+
+def _is_alive(expires_at: datetime | None, now: datetime) -> bool:
+    return expires_at is None or expires_at > now
+
+
+def _not_found(ref: str) -> NotFoundError:
+    return NotFoundError(
+        f"no checkpoint {ref!r} (never saved, deleted or expired)", entity="checkpoint", id=ref
+    )
+
+
+def _no_session(id: str, doing: str) -> NotFoundError:
+    return NotFoundError(f"no session {id!r}: {doing}", id=id)
+
+
+def checkpoint_of(row: Row[Any]) -> Checkpoint:
+    """A Checkpoint from a row of ``_READ``; a payload that does not decode raises
+    CorruptRecordError naming the checkpoint."""
+    values = dict(row._mapping)
+    data = decode_json(values["payload"], table=_TABLE, key=values["ref"], column="payload")
+    try:
+        values["payload"] = CheckpointPayload.model_validate(data)
+    except ValueError as error:
+        raise CorruptRecordError(
+            f"{_TABLE} row {values['ref']!r}: column payload is JSON but not a checkpoint "
+            f"payload ({error}); it was written by something other than agentledger",
+            table=_TABLE,
+            key=values["ref"],
+            column="payload",
+        ) from None
+    return Checkpoint.model_validate(values)
+
+
+class CheckpointRepository(Repository):
+    """The single implementation of the checkpoint operations."""
+
+    def _payload_text(self, payload: object) -> tuple[CheckpointPayload, str]:
+        """The payload as a record and its JSON text, checked within the limits."""
+        if isinstance(payload, dict):
+            try:
+                payload = CheckpointPayload.model_validate(payload)
+            except ValueError as error:
+                raise ValidationError(f"payload: {error}", path="payload") from None
+        if not isinstance(payload, CheckpointPayload):
+            raise ValidationError(
+                f"payload must be a CheckpointPayload (or a dict of one), "
+                f"got {type(payload).__name__}",
+                path="payload",
+            )
+        limits = self._work.settings.limits
+        text = check_json(
+            payload.model_dump(),
+            path="payload",
+            limits=limits,
+            max_bytes=limits.max_checkpoint_bytes,
+        )
+        return payload, text
+
+    @staticmethod
+    def _expiry(ttl: object, now: datetime) -> datetime | None:
+        if ttl is None:
+            return None
+        if not isinstance(ttl, timedelta):
+            raise ValidationError(
+                f"ttl must be a datetime.timedelta (or None), got {type(ttl).__name__}", path="ttl"
+            )
+        if ttl <= timedelta(0):
+            raise ValidationError(f"ttl must be positive, got {ttl}", path="ttl")
+        try:
+            return now + ttl
+        except OverflowError:
+            raise ValidationError(f"ttl {ttl} reaches past year 9999", path="ttl") from None
+
+    def _lock_session(self, id: str, doing: str) -> str | None:
+        """Lock session ``id``'s row; its latest-checkpoint pointer. NotFoundError when
+        the session is not there."""
+        query = select(_SESSIONS.c.latest_checkpoint_ref).where(_SESSIONS.c.id == id)
+        row = self._session.execute(query.with_for_update()).first()
+        if row is None:
+            raise _no_session(id, doing)
+        return cast(str | None, row[0])
+
+    def _row_of(self, ref: str, *, exclusive: bool = False) -> _Located | None:
+        """(session_id, seq, expires_at) of checkpoint ``ref``, fresh, with a lock on that
+        one row: a primary-key lookup, so no range and no other session's rows."""
+        query = select(
+            _CHECKPOINTS.c.session_id, _CHECKPOINTS.c.seq, _CHECKPOINTS.c.expires_at
+        ).where(_CHECKPOINTS.c.ref == ref)
+        return self._session.execute(query.with_for_update(read=not exclusive)).first()
+
+    def _newest_alive(self, id: str, now: datetime, *, below: int | None) -> str | None:
+        """The newest unexpired checkpoint of session ``id`` (under seq ``below``).
+
+        A plain read: it only names a lineage or explains a conflict, never decides one.
+        """
+        query = select(_CHECKPOINTS.c.ref).where(_CHECKPOINTS.c.session_id == id, _alive(now))
+        if below is not None:
+            query = query.where(_CHECKPOINTS.c.seq < below)
+        query = query.order_by(_CHECKPOINTS.c.seq.desc()).limit(1)
+        return cast(str | None, self._session.execute(query).scalar())
+
+    def _current_latest(self, id: str, pointer: str | None, now: datetime) -> str | None:
+        """What ``latest`` answers at ``now``, given the session's (locked) pointer."""
+        if pointer is None:
+            return None
+        top = self._row_of(pointer)
+        if top is not None and _is_alive(top.expires_at, now):
+            return pointer
+        return self._newest_alive(id, now, below=top.seq if top is not None else None)
+
+    def _insert(
+        self,
+        id: str,
+        ref: str,
+        seq: int,
+        parent: str | None,
+        now: datetime,
+        expires_at: datetime | None,
+        payload: CheckpointPayload,
+        text: str,
+    ) -> Checkpoint:
+        size = len(text.encode("utf-8"))
+        values: dict[str, Any] = {
+            "ref": ref,
+            "session_id": id,
+            "seq": seq,
+            "parent_ref": parent,
+            "created_at": now,
+            "expires_at": expires_at,
+            "size": size,
+        }
+        statement = _CHECKPOINTS.insert().values(
+            payload=json_from_text(self._session, text), **values
+        )
+        self._session.execute(statement)
+        values.pop("size")
+        return Checkpoint(payload=payload, **values)
+
+    @operation(writes=True)
+    def save(
+        self,
+        id: str,
+        payload: CheckpointPayload | dict[str, Any],
+        *,
+        parent: str | None = None,
+        ttl: timedelta | None = None,
+    ) -> Checkpoint:
+        """Store a checkpoint and make it the session's latest.
+
+        Without ``parent``, the new checkpoint continues from the session's latest (its
+        ``parent_ref``; None for the first). With ``parent``, it is a compare-and-set:
+        it is stored only if ``parent`` is what ``latest`` answers right now, so of two
+        runs resuming from one pause exactly one succeeds. With ``ttl`` (a positive
+        timedelta), it expires that long after now.
+
+        Raises:
+            ConflictError: reason ``parent`` when ``parent`` is not the session's latest
+                checkpoint (another run resumed first, or it expired or was deleted);
+                nothing is stored.
+            NotFoundError: no such session (never created, or deleted); nothing is stored.
+            InvalidIdError: a malformed session id or parent ref.
+            ValidationError: a payload that is not JSON or is over
+                ``Limits.max_checkpoint_bytes`` (named by its path), or a bad ttl.
+        """
+        validate_id(id)
+        if parent is not None:
+            _ref(parent, what="parent ref")
+        checked, text = self._payload_text(payload)
+        now = self._work.settings.now()
+        expires_at = self._expiry(ttl, now)
+        ref = new_id(now)
+        doing = "the checkpoint is not stored"
+        if parent is None:
+            lineage = self._current_latest(id, self._lock_session(id, doing), now)
+            seq = allocate_checkpoint_seq(self._session, id, ref, now)
+        else:
+            lineage = parent
+            # Correlated with the session row, so it is read after that row is locked:
+            # the lock order of every checkpoint writer (session row, then checkpoints).
+            parent_alive = (
+                select(_CHECKPOINTS.c.ref)
+                .where(_CHECKPOINTS.c.ref == _SESSIONS.c.latest_checkpoint_ref, _alive(now))
+                .correlate(_SESSIONS)
+                .exists()
+            )
+            condition = and_(_SESSIONS.c.latest_checkpoint_ref == parent, parent_alive)
+            seq = allocate_checkpoint_seq(self._session, id, ref, now, condition=condition)
+            if seq is None:
+                self._check_parent(id, parent, now, doing)
+                seq = allocate_checkpoint_seq(self._session, id, ref, now)
+        if seq is None:  # pragma: no cover - the row is locked, so it is still there
+            raise _no_session(id, doing)
+        return self._insert(id, ref, seq, lineage, now, expires_at, checked, text)
+
+    def _check_parent(self, id: str, parent: str, now: datetime, doing: str) -> None:
+        """After a failed compare-and-set, under the session row's lock: NotFoundError
+        without a session, else ConflictError unless ``parent`` is still what ``latest``
+        answers (the pointer names an expired checkpoint and everything between it and
+        ``parent`` expired too, or the UPDATE's subquery read an older snapshot)."""
+        pointer = self._lock_session(id, doing)
+        top = self._row_of(pointer) if pointer is not None else None
+        source = top if pointer == parent else self._row_of(parent)
+        latest = (
+            source is not None
+            and source.session_id == id
+            and _is_alive(source.expires_at, now)
+            and (pointer == parent or self._only_expired_above(id, source.seq, top, now))
+        )
+        if not latest:
+            current = self._current_latest(id, pointer, now)
+            raise ConflictError(
+                f"checkpoint {parent!r} is not the latest of session {id!r} "
+                f"(the latest is {current!r}): another run resumed from it first, or it "
+                "expired or was deleted; nothing was stored",
+                reason="parent",
+                id=id,
+                expected=parent,
+                actual=current,
+            )
+
+    def _only_expired_above(self, id: str, seq: int, top: _Located | None, now: datetime) -> bool:
+        """Whether every checkpoint of session ``id`` after ``seq`` (up to and with the
+        newest, ``top``) has expired. The range ends on ``top``, a row of this session,
+        so the locking read locks only this session's rows."""
+        if top is None or top.seq <= seq or _is_alive(top.expires_at, now):
+            return False
+        query = on_checkpoint_session_index(
+            select(_CHECKPOINTS.c.expires_at)
+            .where(
+                _CHECKPOINTS.c.session_id == id,
+                _CHECKPOINTS.c.seq > seq,
+                _CHECKPOINTS.c.seq < top.seq,
+            )
+            .order_by(_CHECKPOINTS.c.seq)
+            .with_for_update(read=True)
+        )
+        return not any(_is_alive(row[0], now) for row in self._session.execute(query))
+
+    @operation(writes=True)
+    def fork(
+        self,
+        id: str,
+        from_ref: str,
+        payload: CheckpointPayload | dict[str, Any],
+        *,
+        ttl: timedelta | None = None,
+    ) -> Checkpoint:
+        """Start a branch on purpose: store a checkpoint continuing from ``from_ref`` (an
+        older checkpoint of the session, say) and make it the session's latest.
+
+        Raises:
+            NotFoundError: no such session, or ``from_ref`` is not an unexpired
+                checkpoint of this session; nothing is stored.
+            InvalidIdError: a malformed session id or ref.
+            ValidationError: a payload that cannot be stored, or a bad ttl.
+        """
+        validate_id(id)
+        _ref(from_ref, what="from_ref")
+        checked, text = self._payload_text(payload)
+        now = self._work.settings.now()
+        expires_at = self._expiry(ttl, now)
+        self._lock_session(id, "the fork is not stored")
+        row = self._row_of(from_ref)
+        if row is None or row.session_id != id or not _is_alive(row.expires_at, now):
+            raise NotFoundError(
+                f"no checkpoint {from_ref!r} in session {id!r} to fork from "
+                "(never saved there, deleted or expired)",
+                entity="checkpoint",
+                id=from_ref,
+            )
+        ref = new_id(now)
+        seq = allocate_checkpoint_seq(self._session, id, ref, now)
+        if seq is None:  # pragma: no cover - the row is locked, so it is still there
+            raise _no_session(id, "the fork is not stored")
+        return self._insert(id, ref, seq, from_ref, now, expires_at, checked, text)
+
+    @operation(writes=False)
+    def latest(self, id: str) -> Checkpoint | None:
+        """The session's newest unexpired checkpoint (by seq), or None when it has none.
+
+        One indexed query, as fast with thousands of checkpoints as with one.
+
+        Raises:
+            NotFoundError: no such session.
+            CorruptRecordError: the newest checkpoint's payload does not decode (it is
+                never skipped in favour of an older one).
+        """
+        validate_id(id)
+        now = self._work.settings.now()
+        query = (
+            _READ.where(_CHECKPOINTS.c.session_id == id, _alive(now))
+            .order_by(_CHECKPOINTS.c.seq.desc())
+            .limit(1)
+        )
+        row = self._session.execute(query).first()
+        if row is not None:
+            return checkpoint_of(row)
+        if not session_exists(self._session, id):
+            raise _no_session(id, "it has no checkpoints")
+        return None
+
+    @operation(writes=False)
+    def get(self, ref: str) -> Checkpoint:
+        """The checkpoint ``ref``.
+
+        Raises:
+            NotFoundError: no such checkpoint, or it expired.
+            InvalidIdError: ``ref`` cannot be a checkpoint ref.
+            CorruptRecordError: its payload does not decode.
+        """
+        _ref(ref)
+        now = self._work.settings.now()
+        row = self._session.execute(_READ.where(_CHECKPOINTS.c.ref == ref, _alive(now))).first()
+        if row is None:
+            raise _not_found(ref)
+        return checkpoint_of(row)
+
+    @operation(writes=False)
+    def list(self, id: str, *, limit: int = 50, cursor: str | None = None) -> Page[CheckpointInfo]:
+        """The session's unexpired checkpoints, newest first, without payloads, one page
+        at a time: pass ``next_cursor`` back for the next.
+
+        Raises:
+            NotFoundError: no such session.
+            ValidationError: a bad limit, or a cursor that was tampered with or comes
+                from another session's listing.
+        """
+        validate_id(id)
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_PAGE_SIZE:
+            raise ValidationError(
+                f"limit must be 1 to {MAX_PAGE_SIZE}, got {limit!r}", path="limit"
+            )
+        now = self._work.settings.now()
+        query = _LIST.where(_CHECKPOINTS.c.session_id == id, _alive(now))
+        if cursor is not None:
+            query = query.where(_CHECKPOINTS.c.seq < _decode_cursor(cursor, id))
+        query = query.order_by(_CHECKPOINTS.c.seq.desc()).limit(limit + 1)
+        rows = self._session.execute(query).all()
+        if not rows and not session_exists(self._session, id):
+            raise _no_session(id, "it has no checkpoints")
+        items = [CheckpointInfo.model_validate(dict(row._mapping)) for row in rows[:limit]]
+        next_cursor = _encode_cursor(items[-1].seq, id) if len(rows) > limit else None
+        return Page[CheckpointInfo](items=items, next_cursor=next_cursor)
+
+    def _set_pointer(self, id: str, ref: str | None) -> None:
+        statement = update(_SESSIONS).where(_SESSIONS.c.id == id)
+        self._session.execute(statement.values(latest_checkpoint_ref=ref))
+
+    def _repoint(self, ids: Sequence[str], removed: Sequence[str]) -> None:
+        """Point each session of ``ids`` whose pointer is one of ``removed`` at its
+        highest-seq remaining checkpoint, or NULL."""
+        newest = on_checkpoint_session_index(
+            select(_CHECKPOINTS.c.ref)
+            .where(_CHECKPOINTS.c.session_id == _SESSIONS.c.id)
+            .order_by(_CHECKPOINTS.c.seq.desc())
+            .limit(1)
+            .correlate(_SESSIONS)
+        ).scalar_subquery()
+        statement = update(_SESSIONS).where(
+            _SESSIONS.c.id.in_(ids), _SESSIONS.c.latest_checkpoint_ref.in_(removed)
+        )
+        self._session.execute(statement.values(latest_checkpoint_ref=newest))
+
+    @operation(writes=True)
+    def delete(self, ref: str) -> None:
+        """Delete the checkpoint ``ref`` (expired or not); when it was the session's
+        newest, the session's latest pointer moves to the newest remaining one.
+
+        Raises:
+            NotFoundError: no such checkpoint.
+            InvalidIdError: ``ref`` cannot be a checkpoint ref.
+        """
+        _ref(ref)
+        query = select(_CHECKPOINTS.c.session_id).where(_CHECKPOINTS.c.ref == ref)
+        id = self._session.execute(query).scalar()
+        if id is None:  # a plain read may answer from an older snapshot: ask for the latest
+            found = self._row_of(ref)
+            if found is None:
+                raise _not_found(ref)
+            id = found.session_id
+        try:
+            pointer = self._lock_session(id, "the checkpoint went with it")
+        except NotFoundError:
+            raise _not_found(ref) from None
+        row = self._row_of(ref, exclusive=True)
+        if row is None or row.session_id != id:
+            raise _not_found(ref)
+        self._delete_refs([ref])
+        if pointer == ref:
+            below = on_checkpoint_session_index(
+                select(_CHECKPOINTS.c.ref)
+                .where(_CHECKPOINTS.c.session_id == id, _CHECKPOINTS.c.seq < row.seq)
+                .order_by(_CHECKPOINTS.c.seq.desc())
+                .limit(1)
+                .with_for_update(read=True)
+            )
+            self._set_pointer(id, self._session.execute(below).scalar())
+
+    @operation(writes=True)
+    def delete_all(self, id: str) -> int:
+        """Delete every checkpoint of the session; returns how many there were. The seq
+        counter is kept: a later checkpoint continues after the highest ever issued.
+
+        Raises:
+            NotFoundError: no such session.
+        """
+        validate_id(id)
+        pointer = self._lock_session(id, "no checkpoints to delete")
+        count = self._delete_refs([ref for ref, _ in self._rows_of(id, pointer)])
+        if pointer is not None:
+            self._set_pointer(id, None)
+        return count
+
+    def _rows_of(self, id: str, pointer: str | None) -> Sequence[tuple[str, datetime | None]]:
+        """(ref, expires_at) of every checkpoint of session ``id``, newest first, locked
+        for deletion; ``pointer`` (the session's newest) is read under its row lock.
+
+        The range read ends on the pointer's row, ascending, so on MariaDB it locks only
+        this session's rows (and the gap before its first); callers then delete by
+        primary key rather than with a DELETE by session, which could lock the rows
+        around the range (or, planned as a scan, every row).
+        """
+        if pointer is None:
+            return []
+        top = self._row_of(pointer, exclusive=True)
+        query = on_checkpoint_session_index(
+            select(_CHECKPOINTS.c.ref, _CHECKPOINTS.c.expires_at).where(
+                _CHECKPOINTS.c.session_id == id
+            )
+        )
+        if top is not None:
+            query = query.where(_CHECKPOINTS.c.seq < top.seq)
+        rows = self._session.execute(query.order_by(_CHECKPOINTS.c.seq).with_for_update())
+        older = [(row[0], row[1]) for row in rows]
+        newest = [(pointer, top.expires_at)] if top is not None else []
+        return newest + older[::-1]
+
+    @operation(writes=True)
+    def prune(self, id: str, keep_last: int) -> int:
+        """Keep the session's newest ``keep_last`` unexpired checkpoints and delete the
+        rest (older ones, and any expired ones); returns how many went.
+
+        Raises:
+            NotFoundError: no such session.
+            ValidationError: ``keep_last`` is not an int >= 0.
+        """
+        validate_id(id)
+        if not isinstance(keep_last, int) or isinstance(keep_last, bool) or keep_last < 0:
+            raise ValidationError(
+                f"keep_last must be an int >= 0, got {keep_last!r}", path="keep_last"
+            )
+        now = self._work.settings.now()
+        pointer = self._lock_session(id, "no checkpoints to prune")
+        kept: list[str] = []
+        doomed: list[str] = []
+        for ref, expires_at in self._rows_of(id, pointer):
+            if len(kept) < keep_last and _is_alive(expires_at, now):
+                kept.append(ref)
+            else:
+                doomed.append(ref)
+        count = self._delete_refs(doomed)
+        newest = kept[0] if kept else None
+        if newest != pointer:
+            self._set_pointer(id, newest)
+        return count
+
+    def _delete_refs(self, refs: Sequence[str], *also: ColumnElement[bool]) -> int:
+        """Delete the checkpoints ``refs`` (that also match ``also``), by primary key."""
+        count = 0
+        for start in range(0, len(refs), _DELETE_CHUNK):
+            chunk = refs[start : start + _DELETE_CHUNK]
+            statement = delete(_CHECKPOINTS).where(_CHECKPOINTS.c.ref.in_(chunk), *also)
+            count += int(self._session.execute(statement).rowcount)  # type: ignore[attr-defined]
+        return count
+
+    def _purge_once(self, now: datetime, batch: int) -> tuple[int, int]:
+        """Delete up to ``batch`` checkpoints expired at ``now``; (seen, deleted)."""
+        query = (
+            select(_CHECKPOINTS.c.ref, _CHECKPOINTS.c.session_id)
+            .where(_expired(now))
+            .order_by(_CHECKPOINTS.c.expires_at)
+            .limit(batch)
+        )
+        rows = self._session.execute(query).all()
+        if not rows:
+            return 0, 0
+        refs = [row[0] for row in rows]
+        ids = sorted({row[1] for row in rows})
+        # Session rows first, in id order: the order every checkpoint writer locks in.
+        lock = select(_SESSIONS.c.id).where(_SESSIONS.c.id.in_(ids)).order_by(_SESSIONS.c.id)
+        self._session.execute(lock.with_for_update()).all()
+        deleted = self._delete_refs(refs, _expired(now))
+        self._repoint(ids, refs)
+        return len(rows), deleted
+
+    @operation(writes=True)
+    def _purge_batch(self, now: datetime | None, batch: int) -> tuple[int, int, datetime]:
+        """One batch of ``purge_expired`` in the current transaction."""
+        moment = self._work.settings.now() if now is None else now
+        seen, deleted = self._purge_once(moment, batch)
+        return seen, deleted, moment
+
+    @operation(writes=True)
+    def purge_expired(self, *, batch: int = PURGE_BATCH) -> int:
+        """Delete every expired checkpoint of every session, ``batch`` at a time;
+        returns how many went. On a ledger each batch is a transaction of its own, so no
+        lock is held for long; in a unit of work, all batches run in its transaction.
+        Sessions whose newest checkpoint went point at their newest remaining one.
+
+        Raises:
+            ValidationError: ``batch`` is not an int from 1 to 10,000.
+        """
+        _check_batch(batch)
+        now = self._work.settings.now()
+        total = 0
+        while True:
+            seen, deleted = self._purge_once(now, batch)
+            total += deleted
+            if seen < batch or deleted == 0:
+                return total
+
+
+def _check_batch(batch: object) -> None:
+    if not isinstance(batch, int) or isinstance(batch, bool) or not 1 <= batch <= MAX_PURGE_BATCH:
+        raise ValidationError(
+            f"batch must be an int from 1 to {MAX_PURGE_BATCH}, got {batch!r}", path="batch"
+        )
+
+
+def _digest(body: bytes, id: str) -> str:
+    return hashlib.sha256(body + b"\x00checkpoints\x00" + id.encode()).hexdigest()[:16]
+
+
+def _encode_cursor(seq: int, id: str) -> str:
+    """An opaque keyset position (the last seq shown), bound to session ``id``."""
+    body = json.dumps([seq]).encode()
+    token = base64.urlsafe_b64encode(body).decode().rstrip("=")
+    return f"{token}.{_digest(body, id)}"
+
+
+def _decode_cursor(cursor: object, id: str) -> int:
+    """The seq of a cursor from ``_encode_cursor`` for the same session; anything else
+    (tampered, truncated, another session's) is a ValidationError."""
+    problem = ValidationError(
+        "invalid cursor: pass back the next_cursor of the same session's listing, unchanged",
+        path="cursor",
+    )
+    if not isinstance(cursor, str) or cursor.count(".") != 1 or len(cursor) > 256:
+        raise problem
+    token, digest = cursor.split(".")
+    try:
+        body = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        if _digest(body, id) != digest:
+            raise problem
+        (seq,) = json.loads(body)
+    except (ValueError, TypeError):
+        raise problem from None
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
+        raise problem
+    return seq
+
+
+class CheckpointsOnLedger(SyncLedgerFacade):
+    """``ledger.checkpoints`` (sync): each call is its own transaction."""
+
+    _repository = CheckpointRepository
+    save = sync_proxy(CheckpointRepository.save)
+    fork = sync_proxy(CheckpointRepository.fork)
+    latest = sync_proxy(CheckpointRepository.latest)
+    get = sync_proxy(CheckpointRepository.get)
+    list = sync_proxy(CheckpointRepository.list)
+    delete = sync_proxy(CheckpointRepository.delete)
+    delete_all = sync_proxy(CheckpointRepository.delete_all)
+    prune = sync_proxy(CheckpointRepository.prune)
+
+    def purge_expired(self, *, batch: int = PURGE_BATCH) -> int:
+        _check_batch(batch)
+        now: datetime | None = None
+        total = 0
+        while True:
+            seen, deleted, now = self._call(CheckpointRepository._purge_batch, now, batch)
+            total += deleted
+            if seen < batch or deleted == 0:
+                return total
+
+    purge_expired.__doc__ = CheckpointRepository.purge_expired.__doc__
+
+
+class AsyncCheckpointRepository(AsyncFacadeBase):
+    """Checkpoints on the async API: the same operations, awaited."""
+
+    _repository = CheckpointRepository
+    save = async_proxy(CheckpointRepository.save)
+    fork = async_proxy(CheckpointRepository.fork)
+    latest = async_proxy(CheckpointRepository.latest)
+    get = async_proxy(CheckpointRepository.get)
+    list = async_proxy(CheckpointRepository.list)
+    delete = async_proxy(CheckpointRepository.delete)
+    delete_all = async_proxy(CheckpointRepository.delete_all)
+    prune = async_proxy(CheckpointRepository.prune)
+
+    async def purge_expired(self, *, batch: int = PURGE_BATCH) -> int:
+        _check_batch(batch)
+        now: datetime | None = None
+        total = 0
+        while True:
+            seen, deleted, now = await self._call(CheckpointRepository._purge_batch, now, batch)
+            total += deleted
+            if seen < batch or deleted == 0:
+                return total
+
+    purge_expired.__doc__ = CheckpointRepository.purge_expired.__doc__
