@@ -60,12 +60,23 @@ def _check_string(text: str, path: str) -> None:
             raise _describe(path, "contains a lone surrogate, which is not valid Unicode") from None
 
 
-def _check_scalar(value: object, path: str) -> None:
+JSONB_EXACT_FLOAT_LIMIT = 1e16
+"""Floats this large (Python writes them with an exponent) come back from PostgreSQL's
+JSONB as integers of the decimal written, not as the float: refused in session state."""
+
+
+def _check_scalar(value: object, path: str, jsonb: bool = False) -> None:
     kind = type(value)
     if kind is str:
         _check_string(value, path)  # type: ignore[arg-type]
     elif kind is float and not math.isfinite(value):  # type: ignore[arg-type]
         raise _describe(path, f"{value!r} is not a JSON number (NaN and infinities are not JSON)")
+    elif kind is float and jsonb and abs(value) >= JSONB_EXACT_FLOAT_LIMIT:  # type: ignore[arg-type]
+        raise _describe(
+            path,
+            f"the float {value!r} is 1e16 or more: session state is JSONB on PostgreSQL, which "
+            "would hand it back as an integer; store an int, or the number as a string",
+        )
     elif kind not in _SCALARS:
         hint = ""
         if kind is tuple:
@@ -75,11 +86,20 @@ def _check_scalar(value: object, path: str) -> None:
         raise _describe(path, f"a {kind.__name__} is not a JSON value{hint}")
 
 
-def check_json(value: Any, *, path: str, limits: Limits, max_bytes: int | None = None) -> str:
+def check_json(
+    value: Any,
+    *,
+    path: str,
+    limits: Limits,
+    max_bytes: int | None = None,
+    jsonb: bool = False,
+) -> str:
     """Check that ``value`` is plain JSON within ``limits`` and return its JSON text.
 
     Plain JSON means dicts with str keys, lists, str, int, finite float, bool and None,
     of those exact types (subclasses could serialise differently from how they compare).
+    ``jsonb`` applies the extra rule of values stored as JSONB on PostgreSQL (session
+    state), on every dialect alike so a value means the same everywhere.
     """
     stack: list[tuple[Any, str, int]] = [(value, path, 0)]
     while stack:
@@ -100,7 +120,7 @@ def check_json(value: Any, *, path: str, limits: Limits, max_bytes: int | None =
                 (child, f"{where}[{index}]", depth + 1) for index, child in enumerate(item)
             )
         else:
-            _check_scalar(item, where)
+            _check_scalar(item, where, jsonb)
     try:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except (ValueError, TypeError, RecursionError) as exc:  # huge ints beyond str() limits
@@ -112,11 +132,11 @@ def check_json(value: Any, *, path: str, limits: Limits, max_bytes: int | None =
     return text
 
 
-def check_object(value: Any, *, path: str, limits: Limits) -> dict[str, Any]:
+def check_object(value: Any, *, path: str, limits: Limits, jsonb: bool = False) -> dict[str, Any]:
     """Check a JSON object (session state, metadata) and return it."""
     if type(value) is not dict:
         raise _describe(path, f"must be a dict of JSON values, got {type(value).__name__}")
-    check_json(value, path=path, limits=limits)
+    check_json(value, path=path, limits=limits, jsonb=jsonb)
     return value
 
 

@@ -110,3 +110,12 @@ def test_a_pydantic_model_gets_a_hint() -> None:
 def test_limits_must_be_positive_ints(bad: Any) -> None:
     with pytest.raises(ValidationError):
         Limits(max_depth=bad)
+
+
+def test_state_refuses_floats_jsonb_would_turn_into_integers() -> None:
+    check_json({"n": 9.99e15}, path="state", limits=LIMITS, jsonb=True)
+    check_json({"n": 10**20}, path="state", limits=LIMITS, jsonb=True)  # ints are exact
+    with pytest.raises(ValidationError) as raised:
+        check_json({"n": 4.705309337947274e16}, path="state", limits=LIMITS, jsonb=True)
+    assert raised.value.path == "state['n']"
+    check_json({"n": 4.705309337947274e16}, path="content", limits=LIMITS)  # JSON text

@@ -206,7 +206,9 @@ class SessionRepository(Repository):
             title=_text(title, field="title", max_length=512),
             model=_text(model, field="model", max_length=255),
             status="active",
-            state=check_object({} if state is None else state, path="state", limits=limits),
+            state=check_object(
+                {} if state is None else state, path="state", limits=limits, jsonb=True
+            ),
             message_count=0,
             message_seq=0,
             step_count=0,
@@ -287,7 +289,7 @@ class SessionRepository(Repository):
         limits = self._work.settings.limits
         title = _text(record.title, field="title", max_length=512)
         model = _text(record.model, field="model", max_length=255)
-        state = check_object(record.state, path="state", limits=limits)
+        state = check_object(record.state, path="state", limits=limits, jsonb=True)
         row = versioned_row(self._session, record)
         row.title, row.model, row.state = title, model, state
         row.updated_at = self._work.settings.now()
