@@ -132,6 +132,35 @@ def check_json(
     return text
 
 
+def check_row(
+    json_fields: dict[str, Any],
+    *,
+    path: str,
+    limits: Limits,
+    text_fields: dict[str, str | None] | None = None,
+) -> None:
+    """Check the JSON and free-text fields of one row, and their size together.
+
+    Each value is also limited alone, but a row is one packet on the way to the server:
+    three fields at the limit each would make a row MariaDB refuses by dropping the
+    connection. Together they must stay within ``max_value_bytes``.
+    """
+    total = 0
+    for name, value in json_fields.items():
+        total += len(check_json(value, path=f"{path}.{name}", limits=limits).encode("utf-8"))
+    for name, text in (text_fields or {}).items():
+        if text is not None:
+            _check_string(text, f"{path}.{name}")
+            total += len(text.encode("utf-8"))
+    if total > limits.max_value_bytes:
+        fields = ", ".join([*json_fields, *(text_fields or {})])
+        raise _describe(
+            path,
+            f"{fields} together are {total:,} bytes, over the limit of "
+            f"{limits.max_value_bytes:,} bytes for one row",
+        )
+
+
 def check_object(value: Any, *, path: str, limits: Limits, jsonb: bool = False) -> dict[str, Any]:
     """Check a JSON object (session state, metadata) and return it."""
     if type(value) is not dict:

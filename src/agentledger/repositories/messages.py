@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import Row, Select, delete, select
 
-from .._json import check_json, check_object, decode_json
+from .._json import check_object, check_row, decode_json
 from .._proxy import async_proxy, sync_proxy
 from ..errors import NotFoundError, ValidationError
 from ..ids import validate_id
@@ -120,8 +120,12 @@ class MessageRepository(Repository):
         for index, message in enumerate(checked):
             if "\x00" in message.role:
                 raise ValidationError(f"messages[{index}].role contains a NUL character")
-            check_json(message.content, path=f"messages[{index}].content", limits=limits)
             check_object(message.metadata, path=f"messages[{index}].metadata", limits=limits)
+            check_row(
+                {"content": message.content, "metadata": message.metadata},
+                path=f"messages[{index}]",
+                limits=limits,
+            )
         return checked
 
     def _write(

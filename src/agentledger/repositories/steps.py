@@ -15,7 +15,7 @@ from typing import Any, cast
 from sqlalchemy import Row, Select, Table, func, insert, select
 
 from .._dialects import allocate_step_seqs
-from .._json import check_json, decode_json
+from .._json import check_row, decode_json
 from .._proxy import async_proxy, sync_proxy
 from ..clock import utc
 from ..errors import NotFoundError, ValidationError
@@ -86,8 +86,12 @@ class StepRepository(Repository):
         limits = self._work.settings.limits
         checked = _as_new_steps(steps)
         for index, step in enumerate(checked):
-            for name in ("input", "output", "tool_calls"):
-                check_json(getattr(step, name), path=f"steps[{index}].{name}", limits=limits)
+            check_row(
+                {name: getattr(step, name) for name in ("input", "output", "tool_calls")},
+                path=f"steps[{index}]",
+                limits=limits,
+                text_fields={"error": step.error},
+            )
             for name in ("run_id",):
                 if step.run_id is not None:
                     validate_id(step.run_id, what=f"steps[{index}].{name}")
