@@ -1,6 +1,9 @@
 """agentledger quickstart (async): a conversation that outlives the process.
 
-Run it twice: the second run finds the conversation the first one left and continues.
+One turn of an agent loop: the user asks, the model wants a tool that needs the
+user's approval, so the run pauses with a checkpoint and ends. A new process then
+reopens the database, the user approves, and the run resumes from the checkpoint.
+Run it twice: the second run finds the conversation and the approval, and goes on.
 
     python examples/quickstart_async.py [DATABASE_URL]     (default sqlite:///agentledger.db)
 """
@@ -9,57 +12,101 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from typing import Any
 
-from agentledger import AsyncLedger, Message, NewMessage, NewStep, RunSummary, TokenUsage
+from agentledger import (
+    AsyncLedger,
+    CheckpointPayload,
+    NewMessage,
+    NewStep,
+    PendingToolCall,
+    RunSummary,
+    TokenUsage,
+)
+
+SESSION, TOOL = "trip-planner", "tool:museum-search"
+QUESTIONS = ["Which museums are open on Monday?", "And on Tuesday?"]
 
 
-def fake_model(history: list[Message]) -> tuple[str, TokenUsage]:
-    """Stands in for a model call: answers the last user message, reports token usage."""
-    question = history[-1].content
-    usage = TokenUsage(
-        input_tokens=12 * len(history), output_tokens=20, total_tokens=12 * len(history) + 20
+def fake_model(turn: int) -> tuple[dict[str, Any], TokenUsage]:
+    """Stands in for a model call: the tool call it asks for, and its token usage."""
+    call = {"id": f"call-{turn}", "name": "museum_search", "arguments": {"day": turn}}
+    return call, TokenUsage(input_tokens=40 * turn, output_tokens=12, total_tokens=40 * turn + 12)
+
+
+async def run_tool_and_answer(ledger: AsyncLedger, call: dict[str, Any]) -> None:
+    """The rest of the turn: run the approved tool, answer, record the run's outcome."""
+    result = f"Open on day {call['arguments']['day']}: Gulbenkian, MAAT"
+    await ledger.steps.append(SESSION, NewStep(kind="tool", name=call["name"], output=result))
+    session = await ledger.sessions.get(SESSION)
+    await ledger.messages.append(
+        session,
+        [
+            NewMessage(role="tool", content=result, metadata={"tool_call_id": call["id"]}),
+            NewMessage(role="assistant", content=f"Good news: {result}."),
+        ],
     )
-    return f"(answer {len(history) // 2 + 1}) You asked: {question!r}", usage
+    await ledger.sessions.finalize(SESSION, RunSummary(status="completed", model="demo"))
 
 
-async def main(url: str | None = None) -> None:
+async def start_turn(url: str | None) -> bool:
+    """The user asks; returns whether the run paused for an approval."""
     async with AsyncLedger(url) as ledger:
         await ledger.upgrade()  # creates or updates the tables (Alembic migrations)
-
         session, created = await ledger.sessions.get_or_create(
-            "trip-planner", user_id="ada", title="Planning a trip to Lisbon"
+            SESSION, user_id="ada", title="Planning a trip to Lisbon"
         )
         print("created" if created else "found", f"session {session.id}", end=" ")
         print(f"with {session.message_count} messages at revision {session.revision}")
 
-        # One turn of the agent loop: the user speaks, the model answers. Appending from
-        # the record is optimistic: if another writer changed the session since it was
-        # read, ConflictError is raised and none of these messages are stored.
-        question = "Which museums are open on Monday?" if created else "And on Tuesday?"
+        turn = session.state.get("turns", 0) + 1
+        question = QUESTIONS[min(turn, len(QUESTIONS)) - 1]
+        # Appending from the record is optimistic: had another writer changed the
+        # session since it was read, ConflictError would be raised, nothing stored.
         session = await ledger.messages.append(session, NewMessage(role="user", content=question))
-        history = await ledger.messages.last(session.id, 20)
-        answer, usage = fake_model(history)
-
-        # The step trace: each model or tool call, with the token usage the provider reported.
-        await ledger.steps.append(
-            session.id, NewStep(kind="model", model="demo-model", usage=usage, output=answer)
-        )
+        call, usage = fake_model(turn)
+        await ledger.steps.append(SESSION, NewStep(kind="model", model="demo", usage=usage))
         session = await ledger.messages.append(
-            session, NewMessage(role="assistant", content=answer)
+            session, NewMessage(role="assistant", content="", metadata={"tool_call": call})
         )
+        await ledger.sessions.save(session.model_copy(update={"state": {"turns": turn}}))
 
-        # The user approved a capability once; a resumed run will not ask again.
-        await ledger.grants.grant(session.id, "tool:museum-search", granted_by="ada")
-        await ledger.sessions.finalize(
-            session.id, RunSummary(status="completed", model="demo-model", usage=usage)
+        if await ledger.grants.is_granted(SESSION, TOOL):
+            print(f"turn {turn}: {TOOL} was approved before; no need to ask again")
+            await run_tool_and_answer(ledger, call)
+            return False
+        # Pause: everything the run needs to resume, in one checkpoint.
+        pause = CheckpointPayload(
+            context_window=await ledger.messages.last(SESSION, 20),
+            pending_tool_calls={call["id"]: PendingToolCall(tool_call=call, interrupt_active=True)},
+            interrupt_requesters={f"approve-{call['id']}": "ada"},
+            runtime_state={"turn": turn},
         )
+        checkpoint = await ledger.checkpoints.save(SESSION, pause)
+        await ledger.sessions.finalize(SESSION, RunSummary(status="interrupted", usage=usage))
+        print(f"turn {turn}: the model wants {TOOL}; paused at checkpoint #{checkpoint.seq}")
+        return True
 
-        turns = session.state.get("turns", 0) + 1
-        session = await ledger.sessions.save(
-            session.model_copy(update={"state": {**session.state, "turns": turns}})
-        )
-        print(f"turn {turns} saved: {session.message_count} messages, revision {session.revision}")
 
+async def resume_turn(url: str | None) -> None:
+    """A new process (or a restart) opens the database and resumes the paused run."""
+    async with AsyncLedger(url) as ledger:
+        paused = await ledger.checkpoints.latest(SESSION)
+        assert paused is not None
+        ((call_id, pending),) = paused.payload.pending_tool_calls.items()
+        await ledger.grants.grant(SESSION, TOOL, granted_by="ada")  # the user says yes
+        # Resuming is a compare-and-set on the checkpoint: of two processes resuming the
+        # same pause, exactly one gets past this line; the other gets ConflictError.
+        resumed = paused.payload.model_copy(update={"pending_tool_calls": {}})
+        await ledger.checkpoints.save(SESSION, resumed, parent=paused.ref)
+        print(f"resumed from checkpoint #{paused.seq}: ada approved {TOOL} for {call_id}")
+        await run_tool_and_answer(ledger, pending.tool_call)
+
+
+async def show(url: str | None) -> None:
+    async with AsyncLedger(url) as ledger:
+        for message in await ledger.messages.last(SESSION, 2):
+            print(f"  #{message.seq} {message.role}: {message.content}")
         print(
             f"  {'session':<14} {'title':<28} {'status':<10} {'msgs':>4} {'steps':>5} {'tokens':>6}"
         )
@@ -69,15 +116,11 @@ async def main(url: str | None = None) -> None:
                 f"{item.message_count:>4} {item.step_count:>5} {item.total_tokens:>6}"
             )
 
-    # A new process (or a restart) opens the same database and resumes.
-    async with AsyncLedger(url) as ledger:
-        resumed = await ledger.sessions.get("trip-planner")
-        print(f"resumed {resumed.id} after {resumed.state['turns']} turn(s); last messages:")
-        for message in await ledger.messages.last(resumed.id, 2):
-            print(f"  #{message.seq} {message.role}: {message.content}")
-        granted = await ledger.grants.is_granted(resumed.id, "tool:museum-search")
-        spent = await ledger.steps.usage(session_id=resumed.id)
-        print(f"museum search still granted: {granted}; tokens so far: {spent.total_tokens}")
+
+async def main(url: str | None = None) -> None:
+    if await start_turn(url):
+        await resume_turn(url)
+    await show(url)
 
 
 if __name__ == "__main__":

@@ -24,21 +24,35 @@ def run_example(name: str, url: URL) -> str:
     return result.stdout
 
 
-def test_the_async_quickstart_resumes_and_continues_the_conversation(scratch_url: URL) -> None:
+def test_the_async_quickstart_pauses_and_resumes_from_a_checkpoint(scratch_url: URL) -> None:
     first = run_example("quickstart_async.py", scratch_url)
     assert "created session trip-planner with 0 messages" in first
-    assert "#2 assistant: (answer 1)" in first
+    assert "turn 1: the model wants tool:museum-search; paused at checkpoint #1" in first
+    assert "resumed from checkpoint #1: ada approved tool:museum-search for call-1" in first
+    assert "#4 assistant: Good news: Open on day 1: Gulbenkian, MAAT." in first
+    assert "trip-planner   Planning a trip to Lisbon    completed     4     2     52" in first
+
+
+def test_a_second_run_finds_the_conversation_and_the_approval(scratch_url: URL) -> None:
+    run_example("quickstart_async.py", scratch_url)
     second = run_example("quickstart_async.py", scratch_url)
-    assert "found session trip-planner with 2 messages" in second
-    assert "resumed trip-planner after 2 turn(s)" in second
-    assert "#4 assistant: (answer 2) You asked: 'And on Tuesday?'" in second
+    assert "found session trip-planner with 4 messages at revision 5" in second
+    assert "turn 2: tool:museum-search was approved before; no need to ask again" in second
+    assert "#8 assistant: Good news: Open on day 2: Gulbenkian, MAAT." in second
+    assert "completed     8     4    144" in second
 
 
 def test_the_sync_quickstart_continues_what_the_async_one_began(scratch_url: URL) -> None:
     run_example("quickstart_async.py", scratch_url)
     second = run_example("quickstart_sync.py", scratch_url)
-    assert "found session trip-planner with 2 messages" in second
-    assert "#3 user: And on Tuesday?" in second
+    assert "found session trip-planner with 4 messages at revision 5" in second
+    assert "#7 tool: Open on day 2: Gulbenkian, MAAT" in second
+
+
+def test_the_sync_quickstart_pauses_and_resumes_on_its_own(scratch_url: URL) -> None:
+    first = run_example("quickstart_sync.py", scratch_url)
+    assert "paused at checkpoint #1" in first
+    assert "resumed from checkpoint #1" in first
 
 
 def test_the_conflict_example_shows_one_conflict_and_no_lost_message(scratch_url: URL) -> None:
