@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from agentledger import AsyncLedger, AsyncUnitOfWork, Ledger, UnitOfWork
-from agentledger.repositories import AsyncSessionRepository, SessionRepository, SessionsOnLedger
+from agentledger import AsyncLedger, AsyncUnitOfWork, Ledger, UnitOfWork, repositories
 
 
 def public_methods(cls: type) -> dict[str, inspect.Signature]:
@@ -60,30 +59,103 @@ def test_every_async_method_is_a_coroutine_function() -> None:
         assert inspect.iscoroutinefunction(member), name
 
 
-@pytest.mark.parametrize("facade", [SessionsOnLedger, AsyncSessionRepository])
-def test_repository_facades_offer_every_operation_with_its_signature(facade: type) -> None:
-    implementation = public_methods(SessionRepository)
+SPEC_OPERATIONS = {
+    "sessions": {
+        "create",
+        "get",
+        "get_or_none",
+        "exists",
+        "get_or_create",
+        "save",
+        "finalize",
+        "delete",
+        "list",
+        "most_recent",
+    },
+    "messages": {"append", "replace", "last", "window", "all"},
+    "steps": {"append", "last", "iterate", "count", "usage"},
+    "grants": {"grant", "is_granted", "active", "revoke"},
+    "checkpoints": {
+        "save",
+        "fork",
+        "latest",
+        "get",
+        "list",
+        "delete",
+        "delete_all",
+        "prune",
+        "purge_expired",
+    },
+}
+REPOSITORIES = {
+    "sessions": (
+        repositories.SessionRepository,
+        repositories.SessionsOnLedger,
+        repositories.AsyncSessionRepository,
+    ),
+    "messages": (
+        repositories.MessageRepository,
+        repositories.MessagesOnLedger,
+        repositories.AsyncMessageRepository,
+    ),
+    "steps": (
+        repositories.StepRepository,
+        repositories.StepsOnLedger,
+        repositories.AsyncStepRepository,
+    ),
+    "grants": (
+        repositories.GrantRepository,
+        repositories.GrantsOnLedger,
+        repositories.AsyncGrantRepository,
+    ),
+    "checkpoints": (
+        repositories.CheckpointRepository,
+        repositories.CheckpointsOnLedger,
+        repositories.AsyncCheckpointRepository,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REPOSITORIES))
+def test_every_repository_offers_the_operations_spec_names(name: str) -> None:
+    implementation = REPOSITORIES[name][0]
+    assert SPEC_OPERATIONS[name] <= set(public_methods(implementation))
+
+
+@pytest.mark.parametrize(
+    ("name", "surface"),
+    [(n, i) for n in sorted(REPOSITORIES) for i in (1, 2)],
+    ids=lambda value: str(value) if isinstance(value, str) else ("sync", "async")[value - 1],
+)
+def test_facades_offer_every_operation_with_its_signature_and_doc(name: str, surface: int) -> None:
+    implementation, facade = REPOSITORIES[name][0], REPOSITORIES[name][surface]
     instance = facade(lambda writes, fn: None)
     offered = {
-        name: inspect.signature(getattr(instance, name))
-        for name in dir(instance)
-        if not name.startswith("_")
+        method: inspect.signature(getattr(instance, method))
+        for method in dir(instance)
+        if not method.startswith("_")
     }
-    assert sorted(offered) == sorted(implementation)
-    for name, signature in implementation.items():
-        assert parameters(offered[name]) == parameters(signature), name
-        assert getattr(instance, name).__doc__ == getattr(SessionRepository, name).__doc__
+    expected = public_methods(implementation)
+    assert sorted(offered) == sorted(expected)
+    for method, signature in expected.items():
+        assert parameters(offered[method]) == parameters(signature), method
+        assert getattr(instance, method).__doc__, method
+    if surface == 2:
+        for method in offered:
+            member = getattr(instance, method)
+            assert inspect.iscoroutinefunction(member) or inspect.isasyncgenfunction(member)
 
 
 async def test_ledgers_and_units_of_work_expose_the_same_repositories() -> None:
-    names = ("sessions",)
+    names = sorted(REPOSITORIES)
     with Ledger.in_memory() as sync:
         with sync.unit_of_work() as uow:
-            sync_on_uow = [type(getattr(uow, name)) for name in names]
-        assert [type(getattr(sync, name)) for name in names] == [SessionsOnLedger]
-    assert sync_on_uow == [SessionRepository]
+            on_sync_uow = [type(getattr(uow, name)) for name in names]
+        on_sync_ledger = [type(getattr(sync, name)) for name in names]
     async with AsyncLedger.in_memory() as async_:
         async with async_.unit_of_work() as auow:
-            async_on_uow = [type(getattr(auow, name)) for name in names]
-        assert [type(getattr(async_, name)) for name in names] == [AsyncSessionRepository]
-    assert async_on_uow == [AsyncSessionRepository]
+            on_async_uow = [type(getattr(auow, name)) for name in names]
+        on_async_ledger = [type(getattr(async_, name)) for name in names]
+    assert on_sync_uow == [REPOSITORIES[name][0] for name in names]
+    assert on_sync_ledger == [REPOSITORIES[name][1] for name in names]
+    assert on_async_uow == on_async_ledger == [REPOSITORIES[name][2] for name in names]
