@@ -186,3 +186,24 @@ async def test_an_unreachable_server_is_unavailable_on_the_async_api() -> None:
         with pytest.raises(DatabaseUnavailableError) as raised:
             await ledger.sessions.exists("x")
     assert "s3cret-pw" not in str(raised.value)
+
+
+@pytest.mark.postgresql
+async def test_ledgers_on_two_postgresql_schemas_do_not_see_each_other(tmp_path: Path) -> None:
+    from .databases import scratch_database
+
+    with scratch_database("postgresql", str(tmp_path)) as url:
+        for schema in ("tenant_a", "tenant_b"):
+            migrations.upgrade(url, schema=schema)
+        async with (
+            AsyncLedger(url, schema="tenant_a") as a,
+            AsyncLedger(url, schema="tenant_b") as b,
+        ):
+            record = await a.sessions.create("shared-id", title="in a")
+            await a.messages.append(record, {"role": "user", "content": "hello a"})
+            assert not await b.sessions.exists("shared-id")
+            await b.sessions.create("shared-id", title="in b")
+            assert (await a.sessions.get("shared-id")).title == "in a"
+            assert (await b.sessions.get("shared-id")).title == "in b"
+        with Ledger(url, schema="tenant_a") as sync_a:
+            assert [m.content for m in sync_a.messages.all("shared-id")] == ["hello a"]

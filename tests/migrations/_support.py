@@ -60,11 +60,14 @@ def our_table_names(url: URL, *, schema: str | None = None) -> set[str]:
     return {name for name in table_names(url, schema=schema) if name.startswith(TABLE_PREFIX)}
 
 
-def new_session(id: str, *, at: datetime | None = None, state: Any = None) -> AgentSession:
+def new_session(
+    id: str, *, at: datetime | None = None, state: Any = None, user_id: str | None = None
+) -> AgentSession:
     """An AgentSession row with every required column filled."""
     when = at or datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
     return AgentSession(
         id=id,
+        user_id=user_id,
         status="active",
         state=state if state is not None else {},
         message_count=0,

@@ -55,20 +55,15 @@ def sqlite_at_head(tmp_path: Path) -> URL:
     return url
 
 
-@pytest.mark.sqlite
-def test_check_behind_names_both_revisions_and_the_command(
-    sqlite_at_head: URL, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    at = migrations.head()
-    newer = "agentledger_0002"
-    monkeypatch.setattr(migrations, "head", lambda: newer)
-    monkeypatch.setattr(migrations, "_known_revisions", lambda: frozenset({at, newer}))
+def test_check_behind_names_both_revisions_and_the_command(scratch_url: URL) -> None:
+    migrations.upgrade(scratch_url, "agentledger_0001")
 
     with pytest.raises(SchemaError, match="behind") as caught:
-        migrations.check(sqlite_at_head)
+        migrations.check(scratch_url)
 
-    assert (caught.value.current, caught.value.head) == (at, newer)
-    assert at in str(caught.value) and newer in str(caught.value)
+    assert (caught.value.current, caught.value.head) == ("agentledger_0001", migrations.head())
+    assert "agentledger_0001" in str(caught.value) and migrations.head() in str(caught.value)
+    assert "to apply: agentledger_0002" in str(caught.value)
     assert caught.value.hint is not None and "agentledger db upgrade" in caught.value.hint
 
 

@@ -71,20 +71,16 @@ def test_check_exits_3_when_missing_naming_the_revision_and_the_command(
     assert "missing" in line and HEAD in line and "agentledger db upgrade --url" in line
 
 
-@pytest.mark.sqlite
 def test_check_exits_3_when_behind_naming_both_revisions(
-    sqlite_file: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    scratch_url: URL, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    migrations.upgrade(sqlite_file)
-    monkeypatch.setattr(migrations, "head", lambda: "agentledger_0002")
-    monkeypatch.setattr(
-        migrations, "_known_revisions", lambda: frozenset({HEAD, "agentledger_0002"})
-    )
+    migrations.upgrade(scratch_url, "agentledger_0001")
 
-    assert main(["db", "check", "--url", sqlite_file]) == EXIT_SCHEMA
+    assert main(["db", "check", "--url", _url(scratch_url)]) == EXIT_SCHEMA
 
     line = _one_error_line(capsys.readouterr().err)
-    assert HEAD in line and "agentledger_0002" in line and "agentledger db upgrade" in line
+    assert "at agentledger revision agentledger_0001" in line and HEAD in line
+    assert "agentledger db upgrade --url" in line
 
 
 @pytest.mark.sqlite

@@ -26,8 +26,23 @@ def test_offline_sql_creates_every_table_and_stamps_head(dialect: str) -> None:
 
     for table in OUR_TABLES | {VERSION_TABLE}:
         assert f"CREATE TABLE {table} (" in script
-    assert f"INSERT INTO {VERSION_TABLE} (version_num) VALUES ('{migrations.head()}')" in script
+    assert f"INSERT INTO {VERSION_TABLE} (version_num) VALUES ('agentledger_0001')" in script
+    assert f"UPDATE {VERSION_TABLE} SET version_num='{migrations.head()}'" in script
     assert "alembic_version " not in script.replace(VERSION_TABLE, "")
+
+
+@pytest.mark.parametrize(
+    ("dialect", "ddl"),
+    [
+        ("postgresql", "CREATE INDEX IF NOT EXISTS ix_agentledger_steps_started_at_model "),
+        ("mysql", "CREATE INDEX ix_agentledger_steps_started_at_model "),
+    ],
+)
+def test_offline_sql_from_0001_is_only_the_new_index(dialect: str, ddl: str) -> None:
+    script = migrations.sql(OFFLINE[dialect], from_revision="agentledger_0001")
+
+    assert f"{ddl}ON agentledger_steps (started_at, model);" in script
+    assert "CREATE TABLE" not in script and "DROP" not in script
 
 
 def test_offline_sql_for_postgresql_commits_each_revision() -> None:

@@ -4,6 +4,7 @@ fresh virtual environment with no checkout in sight (T11)."""
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -22,9 +23,12 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slow, pytest.mark.sqlite]
 
 
-def _run(*argv: str | Path, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+def _run(
+    *argv: str | Path, cwd: Path, timeout: float = 240, **extra_env: str
+) -> subprocess.CompletedProcess[str]:
     # No PYTHONPATH and no URL from the caller: the installed wheel must stand alone.
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", URL_ENV, "VIRTUAL_ENV")}
+    env.update(extra_env)
     done = subprocess.run(
         [str(arg) for arg in argv],
         cwd=cwd,
@@ -51,7 +55,8 @@ def test_the_wheel_carries_the_migrations_as_a_package_resource(wheel: Path) -> 
 
     assert "agentledger/_migrations/env.py" in names
     assert "agentledger/_migrations/script.py.mako" in names
-    assert "agentledger/_migrations/versions/0001_initial_schema.py" in names
+    for script in (ROOT / "alembic" / "versions").glob("*.py"):
+        assert f"agentledger/_migrations/versions/{script.name}" in names
     assert "agentledger/py.typed" in names
     assert not any(name.startswith("alembic/") for name in names)  # would shadow Alembic
     assert not any(name.startswith("tests/") for name in names)
@@ -59,11 +64,18 @@ def test_the_wheel_carries_the_migrations_as_a_package_resource(wheel: Path) -> 
     assert "agentledger/_migrations/__init__.py" not in names
 
 
-def test_agentledger_db_upgrade_works_from_a_fresh_venv(wheel: Path, tmp_path: Path) -> None:
-    venv = tmp_path / "venv"
-    _run(sys.executable, "-m", "venv", venv, cwd=tmp_path)
+@pytest.fixture(scope="module")
+def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh virtual environment with only the wheel (and its dependencies) installed."""
+    where = tmp_path_factory.mktemp("venv")
+    _run(sys.executable, "-m", "venv", where, cwd=where)
+    bin_dir = where / ("Scripts" if os.name == "nt" else "bin")
+    _run(bin_dir / "python", "-m", "pip", "install", "--quiet", wheel, cwd=where)
+    return where
+
+
+def test_agentledger_db_upgrade_works_from_a_fresh_venv(venv: Path, tmp_path: Path) -> None:
     bin_dir = venv / ("Scripts" if os.name == "nt" else "bin")
-    _run(bin_dir / "python", "-m", "pip", "install", "--quiet", wheel, cwd=tmp_path)
     database = tmp_path / "x.db"
 
     upgraded = _run(
@@ -84,3 +96,53 @@ def test_agentledger_db_upgrade_works_from_a_fresh_venv(wheel: Path, tmp_path: P
         cwd=tmp_path,
     )
     assert str(venv) in where.stdout, "the scripts must come from the installed wheel"
+
+
+def test_a_host_mounts_the_packaged_versions_as_documented(venv: Path, tmp_path: Path) -> None:
+    # docs/examples/single_pipeline verbatim: version_locations names the package
+    # resource agentledger:_migrations/versions, with path_separator = space.
+    bin_dir = venv / ("Scripts" if os.name == "nt" else "bin")
+    project = tmp_path / "host"
+    shutil.copytree(ROOT / "docs" / "examples" / "single_pipeline", project)
+    database = tmp_path / "host.db"
+
+    _run(bin_dir / "alembic", "upgrade", "heads", cwd=project, DATABASE_URL=f"sqlite:///{database}")
+
+    with sqlite3.connect(database) as connection:
+        stamped = {row[0] for row in connection.execute("SELECT version_num FROM alembic_version")}
+    assert stamped == {"host_0001", migrations.head()}
+
+
+CHECK = """
+import sys
+from alembic.config import Config
+from agentledger.errors import SchemaError
+from agentledger.migrations import check_host_config
+try:
+    check_host_config(Config(sys.argv[1]))
+except SchemaError as error:
+    print("refused:", error)
+else:
+    print("accepted")
+"""
+
+
+def test_path_separator_os_loses_the_packaged_versions_and_is_refused(
+    venv: Path, tmp_path: Path
+) -> None:
+    bin_dir = venv / ("Scripts" if os.name == "nt" else "bin")
+    project = tmp_path / "host"
+    shutil.copytree(ROOT / "docs" / "examples" / "single_pipeline", project)
+    documented = project / "alembic.ini"
+    with_os = project / "os.ini"
+    with_os.write_text(
+        documented.read_text()
+        .replace("versions agentledger:", "versions:agentledger:")
+        .replace("path_separator = space", "path_separator = os")
+    )
+
+    accepted = _run(bin_dir / "python", "-c", CHECK, documented, cwd=project)
+    refused = _run(bin_dir / "python", "-c", CHECK, with_os, cwd=project)
+
+    assert accepted.stdout.strip() == "accepted"
+    assert refused.stdout.startswith("refused:") and "path_separator = os" in refused.stdout

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import BigInteger, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy import BigInteger, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from .base import MYSQL_TABLE_ARGS, Base
@@ -63,4 +63,9 @@ class AgentStep(Base):
     session: Mapped[AgentSession] = relationship(back_populates="steps", lazy="raise")
     """The owning session."""
 
-    __table_args__ = (UniqueConstraint("session_id", "seq"), MYSQL_TABLE_ARGS)
+    __table_args__ = (
+        UniqueConstraint("session_id", "seq"),
+        # Token usage over a period (steps.usage(since=..., model=...)): revision 0002.
+        Index(None, "started_at", "model"),
+        MYSQL_TABLE_ARGS,
+    )

@@ -1,0 +1,1 @@
+"""A small shop that shares its database with agentledger (see ../README.md)."""

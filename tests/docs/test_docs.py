@@ -1,0 +1,129 @@
+"""Every code example in docs/ is a file the tests run: the pages include them verbatim.
+
+A page shows a file with a marker line and a fenced block holding the file's exact
+text:
+
+    <!-- include: docs/examples/query_run_steps.py -->
+    ```python
+    ...the file...
+    ```
+
+Any other fenced block must be ``text`` (output, never code).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine
+from sqlalchemy.engine import URL
+from sqlalchemy.pool import NullPool
+
+from agentledger import migrations
+from agentledger.models import VERSION_TABLE, metadata
+
+from ..host._support import run, versions
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = sorted((ROOT / "docs").glob("*.md"))
+FENCE = re.compile(
+    r"(?:<!-- include: (?P<path>\S+) -->\n)?```(?P<lang>\w*)\n(?P<body>.*?)^```$",
+    re.DOTALL | re.MULTILINE,
+)
+RUN_BY = {
+    # Each included file, and the tests that run it.
+    "docs/examples/query_expensive_sessions.py": "tests/docs/test_queries.py",
+    "docs/examples/query_latest_sessions.py": "tests/docs/test_queries.py",
+    "docs/examples/query_run_steps.py": "tests/docs/test_queries.py",
+    "docs/examples/query_active_grants.py": "tests/docs/test_queries.py",
+    "docs/examples/query_usage_per_model.py": "tests/docs/test_queries.py",
+    "docs/examples/query_in_a_schema.py": "tests/docs/test_queries.py",
+    "docs/examples/pipeline.sh": "tests/docs/test_docs.py",
+    "docs/examples/adopt.sh": "tests/docs/test_docs.py",
+    "docs/examples/single_pipeline/alembic.ini": "tests/migrations/test_wheel.py",
+    "docs/examples/single_pipeline/helpdesk.py": "tests/host/test_single_pipeline.py",
+    "docs/examples/single_pipeline/migrations/env.py": "tests/host/test_single_pipeline.py",
+    "docs/examples/single_pipeline/migrations/versions/host_0001_support_tickets.py": (
+        "tests/host/test_single_pipeline.py"
+    ),
+    "examples/host_app/deploy.sh": "tests/host/test_separate_stream.py",
+    "examples/host_app/app.py": "tests/host/test_host_app.py",
+    "examples/host_app/shop/orders.py": "tests/host/test_host_app.py",
+    "examples/host_app/migrations/env.py": "tests/host/test_separate_stream.py",
+}
+
+
+def _blocks() -> list[tuple[Path, str | None, str, str]]:
+    return [
+        (page, match["path"], match["lang"], match["body"])
+        for page in PAGES
+        for match in FENCE.finditer(page.read_text())
+    ]
+
+
+def test_the_three_guides_exist() -> None:
+    assert {page.name for page in PAGES} >= {
+        "sharing-a-database.md",
+        "deploy-pipelines.md",
+        "querying-with-the-orm.md",
+    }
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[page.name for page in PAGES])
+def test_every_code_block_is_an_included_file_verbatim(page: Path) -> None:
+    for where, path, lang, body in _blocks():
+        if where != page:
+            continue
+        if path is None:
+            assert lang == "text", f"{page.name}: a {lang or 'bare'} block that no test runs"
+            continue
+        assert (ROOT / path).read_text() == body, f"{page.name}: {path} differs from the file"
+
+
+def test_every_included_file_is_run_by_a_test() -> None:
+    included = {path for _, path, _, _ in _blocks() if path is not None}
+    assert included <= set(RUN_BY), included - set(RUN_BY)
+    for path, test in RUN_BY.items():
+        assert (ROOT / path).is_file() and (ROOT / test).is_file(), (path, test)
+
+
+def test_the_pipeline_script_reviews_applies_and_gates(scratch_url: URL, tmp_path: Path) -> None:
+    script = ROOT / "docs" / "examples" / "pipeline.sh"
+
+    run("sh", script, url=scratch_url, cwd=tmp_path)
+    again = run("sh", script, url=scratch_url, cwd=tmp_path)
+
+    reviewed = (tmp_path / "agentledger-upgrade.sql").read_text()
+    assert "CREATE INDEX IF NOT EXISTS ix_agentledger_steps_started_at_model" in reviewed
+    assert "CREATE TABLE" not in reviewed
+    assert again.stdout.count(f"is at {migrations.head()} (head)") == 2
+    assert versions(scratch_url, VERSION_TABLE) == {migrations.head()}
+
+
+def test_the_pipeline_gate_fails_on_a_database_behind(scratch_url: URL, tmp_path: Path) -> None:
+    migrations.upgrade(scratch_url, "agentledger_0001")
+
+    gate = run("sh", ROOT / "docs" / "examples" / "pipeline.sh", url=scratch_url, cwd=tmp_path)
+
+    # The upgrade step brought it to head; without it the gate would have said so.
+    assert "is at agentledger_0002 (head)" in gate.stdout
+    migrations.downgrade(scratch_url, "agentledger_0001")
+    check = ("agentledger", "db", "check", "--url", scratch_url.render_as_string(False))
+    behind = run(*check, url=scratch_url, cwd=tmp_path, check=False)
+    assert behind.returncode == 3
+    assert "at agentledger revision agentledger_0001" in behind.stderr
+    assert "to apply: agentledger_0002" in behind.stderr
+
+
+def test_the_adoption_script_stamps_create_all_tables(scratch_url: URL, tmp_path: Path) -> None:
+    engine = create_engine(scratch_url, poolclass=NullPool)
+    with engine.begin() as connection:
+        metadata.create_all(connection)
+    engine.dispose()
+
+    done = run("sh", ROOT / "docs" / "examples" / "adopt.sh", url=scratch_url, cwd=tmp_path)
+
+    assert f"is at {migrations.head()} (head)" in done.stdout
+    migrations.check(scratch_url)
