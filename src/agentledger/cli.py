@@ -9,8 +9,11 @@ Exit codes:
     1  any other agentledger error (a database error, a lock not granted in time)
     2  usage: bad arguments, an invalid URL, revision or schema name, or an option
        the database does not support (``db sql`` on SQLite, ``--schema`` off PostgreSQL)
-    3  the schema is not at this package's head: missing, behind or ahead
+    3  the schema is not at this package's head: missing, behind or ahead (also: no
+       SQLite file at the URL's path, which is never created by a read)
     4  the database cannot be reached
+    5  ``import`` or ``copy`` finished, but some rows are stored with other values; they
+       were kept as they were and are listed on stderr
     130 interrupted
 """
 
@@ -38,9 +41,14 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_SCHEMA = 3
 EXIT_UNAVAILABLE = 4
+EXIT_CONFLICTS = 5
 EXIT_INTERRUPTED = 130
 
 PROG = "agentledger"
+UNREACHABLE_HINT = (
+    f"check that the database server is running and that the URL (--url or ${URL_ENV}) "
+    "names the right host, port and database"
+)
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -76,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         _error(_one_line(exc))
         return EXIT_USAGE
     except DatabaseUnavailableError as exc:
-        _error(_one_line(exc))
+        _error(f"{_one_line(exc)}; to fix: {UNREACHABLE_HINT}")
         return EXIT_UNAVAILABLE
     except SchemaError as exc:
         _error(_one_line(exc))
@@ -99,7 +107,8 @@ def _parser() -> _Parser:
     parser = _Parser(
         prog=PROG,
         description="agentledger: the durable memory of AI-agent harnesses.",
-        epilog="exit codes: 0 ok, 1 error, 2 usage, 3 schema not at head, 4 database unreachable",
+        epilog="exit codes: 0 ok, 1 error, 2 usage, 3 schema not at head, 4 database "
+        "unreachable, 5 import/copy left conflicting rows as they were",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     groups = parser.add_subparsers(title="commands", metavar="COMMAND", parser_class=_Parser)
@@ -170,8 +179,28 @@ def _add_db_group(groups: argparse._SubParsersAction[_Parser]) -> None:
     sql.add_argument("revision", nargs="?", default="head", help="target (default: head)")
     sql.set_defaults(handler=_db_sql)
 
+    stamp = commands.add_parser(
+        "stamp",
+        help="adopt tables made without migrations (create_all): record REVISION",
+        description="Check that agentledger's tables have REVISION's shape, then record "
+        "it in agentledger_alembic_version without running any migration. Each "
+        "difference is named when they do not match (exit 3).",
+    )
+    _add_connection_options(stamp)
+    stamp.add_argument("revision", nargs="?", default="head", help="target (default: head)")
+    stamp.set_defaults(handler=_db_stamp)
 
-_GROUPS: tuple[Callable[[argparse._SubParsersAction[_Parser]], None], ...] = (_add_db_group,)
+
+def _add_operation_groups(groups: argparse._SubParsersAction[_Parser]) -> None:
+    from ._cli_ops import add_groups  # sessions, export, import, copy, purge
+
+    add_groups(groups)
+
+
+_GROUPS: tuple[Callable[[argparse._SubParsersAction[_Parser]], None], ...] = (
+    _add_db_group,
+    _add_operation_groups,
+)
 
 
 # --- db handlers ----------------------------------------------------------------------
@@ -207,6 +236,14 @@ def _db_check(args: argparse.Namespace) -> int:
     schema = _schema(args, url)
     migrations.check(url, schema=schema)
     _say(f"{_where(url, schema)} is at {_describe(migrations.head())}")
+    return EXIT_OK
+
+
+def _db_stamp(args: argparse.Namespace) -> int:
+    url = _url(args)
+    schema = _schema(args, url)
+    migrations.stamp(url, args.revision, schema=schema)
+    _say(f"{_where(url, schema)} is at {_describe(migrations.current(url, schema=schema))}")
     return EXIT_OK
 
 

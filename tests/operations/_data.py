@@ -1,0 +1,158 @@
+"""A ledger full of awkward values, and a snapshot of every row of every table."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+from sqlalchemy import Table, create_engine, select
+from sqlalchemy.engine import URL
+from sqlalchemy.pool import NullPool
+
+from agentledger import Ledger, RunSummary
+from agentledger.models import metadata
+from agentledger.models.types import JSONDocument, json_text
+
+PLUS_14 = timezone(timedelta(hours=14))
+START = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+AWKWARD: dict[str, Any] = {
+    "unicode": 'héllo wörld — 日本語 🌍 \u2028 "quoted" \\ tab\t',
+    "negative_zero": -0.0,
+    "fraction": 0.1,
+    "big": 2**63 - 1,
+    "bigger": -(2**70),
+    "nested": {"list": [1, [2, [3, {"deep": None}]]], "empty": {}, "flags": [True, False]},
+}
+STATE: dict[str, Any] = {"plan": ["a", "b"], "ünïcode": "✓", "huge": 2**70, "neg": -5}
+"""Session state is JSONB on PostgreSQL, whose numbers have no -0.0: the state keeps to
+values JSONB stores exactly."""
+
+
+class Clock:
+    """A clock that moves 1.000001 s per reading, so every stamp has microseconds."""
+
+    def __init__(self, start: datetime = START) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(seconds=1, microseconds=1)
+        return self.now
+
+
+@contextmanager
+def ledger_at(url: URL | str, clock: Clock | None = None) -> Iterator[Ledger]:
+    ledger = Ledger(url, clock=clock or Clock())
+    try:
+        yield ledger
+    finally:
+        ledger.close()
+
+
+def populate(ledger: Ledger, *, prefix: str = "s") -> None:
+    """Sessions covering every column: unicode, big ints, -0.0, times with offsets,
+    replaced conversations (seq gaps), grants with expiry, checkpoints with lineage."""
+    rich = ledger.sessions.create(
+        f"{prefix}-rich",
+        app_name="app.one",
+        user_id="user-1",
+        title="Tïtle 🌍",
+        model="m-1",
+        state=STATE,
+    )
+    rich = ledger.messages.append(
+        rich,
+        [
+            {"role": "user", "content": "Plan the trip ✈️", "metadata": {"k": -0.0}},
+            {"role": "assistant", "content": AWKWARD, "metadata": AWKWARD},
+            {"role": "tool", "content": None},
+        ],
+    )
+    rich = ledger.messages.replace(rich, [{"role": "user", "content": [{"text": "compacted"}]}])
+    ledger.messages.append(rich, [{"role": "assistant", "content": "after the replace"}])
+    at = datetime(2026, 1, 3, 4, 5, 6, 7, tzinfo=PLUS_14)
+    ledger.steps.append(
+        f"{prefix}-rich",
+        [
+            {
+                "step_index": 0,
+                "kind": "model",
+                "run_id": "run-1",
+                "model": "m-1",
+                "input": AWKWARD,
+                "output": {"text": "ok"},
+                "tool_calls": [{"id": "c1", "name": "search"}],
+                "usage": {
+                    "input_tokens": 2**62,
+                    "output_tokens": 1,
+                    "total_tokens": 2**62 + 1,
+                    "extra": {"cached": 2**62},
+                },
+                "started_at": at,
+                "ended_at": at + timedelta(microseconds=1),
+            },
+            {"step_index": 0, "kind": "tool", "name": "search", "error": "tïmeout\nline 2"},
+        ],
+    )
+    ledger.grants.grant(f"{prefix}-rich", "tool:search", granted_by="ünïcode user")
+    ledger.grants.grant(
+        f"{prefix}-rich", "shell:rm -rf /tmp/x ✓", expires_at=START + timedelta(days=365)
+    )
+    with ledger.unit_of_work() as uow:
+        first = uow.checkpoints.save(f"{prefix}-rich", {"runtime_state": AWKWARD})
+        second = uow.checkpoints.save(
+            f"{prefix}-rich", {"runtime_state": {"n": 2}}, ttl=timedelta(days=3650)
+        )
+        uow.checkpoints.fork(f"{prefix}-rich", first.ref, {"pending_interrupts": [-0.0]})
+        assert second.parent_ref == first.ref
+    ledger.sessions.finalize(
+        f"{prefix}-rich",
+        RunSummary(status="interrupted", model="m-1", error="wäiting", usage={"input_tokens": 3}),
+    )
+    ledger.sessions.create(f"{prefix}-empty")
+    for index in range(3):
+        id = f"{prefix}-many-{index}"
+        ledger.sessions.create(id, user_id="user-2", app_name="app.two")
+        ledger.messages.append(id, [{"role": "user", "content": f"hello {index}"}])
+        ledger.steps.append(id, [{"kind": "model", "step_index": i} for i in range(index + 1)])
+
+
+Snapshot = dict[str, list[dict[str, Any]]]
+_SURROGATE = {"agentledger_messages", "agentledger_steps", "agentledger_grants"}
+
+
+def snapshot(url: URL | str) -> Snapshot:
+    """Every row of every agentledger table (surrogate ids left out), JSON columns as
+    canonical text so -0.0, 1 and 1.0 stay apart, sorted by natural key."""
+    engine = create_engine(url, poolclass=NullPool)
+    result: Snapshot = {}
+    try:
+        with engine.connect() as connection:
+            for table in metadata.sorted_tables:
+                result[table.name] = _rows(connection, table)
+    finally:
+        engine.dispose()
+    return result
+
+
+def _rows(connection: Any, table: Table) -> list[dict[str, Any]]:
+    columns = [
+        json_text(c).label(c.name) if isinstance(c.type, type(JSONDocument())) else c
+        for c in table.c
+        if not (table.name in _SURROGATE and c.name == "id")
+    ]
+    rows = []
+    for row in connection.execute(select(*columns)):
+        values = dict(row._mapping)
+        for column in table.c:
+            if isinstance(column.type, type(JSONDocument())) and values[column.name] is not None:
+                decoded = json.loads(values[column.name])
+                values[column.name] = json.dumps(decoded, sort_keys=True, ensure_ascii=False)
+        rows.append(values)
+    return sorted(rows, key=lambda values: json.dumps(values, sort_keys=True, default=str))
+
+
+def counts(data: Snapshot) -> dict[str, int]:
+    return {name: len(rows) for name, rows in data.items()}
