@@ -238,14 +238,7 @@ class _Purge:
         )
         position: tuple[datetime, str] | None = None
         while True:
-            query = base
-            if position is not None:
-                query = query.where(
-                    or_(
-                        s.updated_at > position[0],
-                        and_(s.updated_at == position[0], s.id > position[1]),
-                    )
-                )
+            query = base if position is None else base.where(_after(s.updated_at, s.id, position))
             with self._store.transaction(writes=self._apply) as work:
                 rows = self._rows(work, query)
                 doomed = self._delete_sessions(work, rows, cutoff) if self._apply else rows
@@ -356,14 +349,7 @@ class _Purge:
         )
         position: tuple[datetime, str] | None = None
         while True:
-            query = base
-            if position is not None:
-                query = query.where(
-                    or_(
-                        c.expires_at > position[0],
-                        and_(c.expires_at == position[0], c.ref > position[1]),
-                    )
-                )
+            query = base if position is None else base.where(_after(c.expires_at, c.ref, position))
             with self._store.transaction(writes=self._apply) as work:
                 rows = self._rows(work, query)
                 if self._apply and rows:
@@ -394,14 +380,7 @@ class _Purge:
         )
         position: tuple[str, int] | None = None
         while True:
-            query = base
-            if position is not None:
-                query = query.where(
-                    or_(
-                        c.session_id > position[0],
-                        and_(c.session_id == position[0], c.seq > position[1]),
-                    )
-                )
+            query = base if position is None else base.where(_after(c.session_id, c.seq, position))
             rows = self._rows(work, query)
             for row in rows:
                 expired = row.expires_at is not None and row.expires_at <= self.now
@@ -437,6 +416,11 @@ class _Purge:
             if connection.in_transaction():
                 connection.rollback()
         return None if sizes is None else sizes[1]
+
+
+def _after(first: Any, second: Any, position: tuple[Any, Any]) -> ColumnElement[bool]:
+    """Keyset condition: rows after ``position`` in (first, second) order."""
+    return or_(first > position[0], and_(first == position[0], second > position[1]))
 
 
 def _check_batch(batch: object) -> int:
