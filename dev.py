@@ -3,11 +3,13 @@
 
     python3 dev.py demo              run the quickstart demo
     python3 dev.py test [ARGS...]    run the test suite (ARGS go to pytest)
+    python3 dev.py bench [ARGS...]   run the benchmarks (--quick for a smoke run; --help)
     python3 dev.py setup             only create or refresh .venv
 
 Every command first makes sure .venv exists and holds the project installed with
-``-e .[postgres,mysql,dev]``. It reinstalls when pyproject.toml changes (a hash of
-it is kept in .venv) and recreates .venv when it is broken or from another Python.
+``-e .[postgres,mysql,dev]`` (``bench`` adds the ``bench`` extra: matplotlib). It
+reinstalls when pyproject.toml changes (a hash of it is kept in .venv) and recreates
+.venv when it is broken or from another Python.
 Standard library only: this file runs before anything is installed.
 """
 
@@ -38,14 +40,23 @@ def venv_python() -> Path:
     return VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 
 
-def wanted_stamp() -> dict[str, str]:
+def wanted_stamp(extras: str = EXTRAS) -> dict[str, str]:
     """What .venv must have been set up from; any difference means set up again."""
     pyproject = (ROOT / "pyproject.toml").read_bytes()
     return {
         "pyproject_sha256": hashlib.sha256(pyproject).hexdigest(),
-        "extras": EXTRAS,
+        "extras": extras,
         "python": ".".join(map(str, sys.version_info[:2])),
     }
+
+
+def stamp_covers(stamp: dict[str, str] | None, wanted: dict[str, str]) -> bool:
+    """Whether .venv was set up from the same files with at least the wanted extras."""
+    if stamp is None or stamp.keys() != wanted.keys():
+        return False
+    extras = set(stamp["extras"].split(","))
+    same = all(stamp[key] == wanted[key] for key in wanted if key != "extras")
+    return same and extras >= set(wanted["extras"].split(","))
 
 
 def venv_works() -> bool:
@@ -68,7 +79,7 @@ def read_stamp() -> dict[str, str] | None:
     return data if isinstance(data, dict) else None
 
 
-def setup() -> None:
+def setup(extras: str = EXTRAS) -> None:
     """Create or refresh .venv; a no-op when it is up to date."""
     if sys.version_info < MIN_PYTHON:
         sys.exit(
@@ -81,11 +92,11 @@ def setup() -> None:
     if not VENV.exists():
         say(f"creating {VENV.name} with {sys.executable}")
         venv.create(VENV, with_pip=True)
-    stamp = wanted_stamp()
-    if read_stamp() == stamp:
+    stamp = wanted_stamp(extras)
+    if stamp_covers(read_stamp(), stamp):
         return
-    say(f"installing agentledger[{EXTRAS}] (editable) into {VENV.name}")
-    command = [str(venv_python()), "-m", "pip", "install", "--quiet", "-e", f".[{EXTRAS}]"]
+    say(f"installing agentledger[{extras}] (editable) into {VENV.name}")
+    command = [str(venv_python()), "-m", "pip", "install", "--quiet", "-e", f".[{extras}]"]
     if subprocess.run(command, cwd=ROOT).returncode != 0:
         sys.exit("dev.py: installing the project failed (see pip's output above)")
     STAMP.write_text(json.dumps(stamp, indent=2) + "\n")
@@ -104,6 +115,9 @@ def main(argv: list[str]) -> int:
     if command == "test":
         setup()
         return run(["-m", "pytest", *args])
+    if command == "bench":
+        setup(f"{EXTRAS},bench")
+        return run(["-m", "benchmarks", *args])
     if command == "demo":
         setup()
         demo = next(ROOT / path for path in DEMOS if (ROOT / path).is_file())

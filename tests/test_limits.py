@@ -81,3 +81,15 @@ def test_a_row_at_the_default_limit_is_stored_even_with_worst_case_escaping(
                 "big", NewStep(input=field + "x" * third, output=field, tool_calls=field)
             )
         assert server.steps.count("big") == 1
+
+
+def test_token_counts_beyond_64_bits_are_refused_before_any_write(ledger: Ledger) -> None:
+    from agentledger import TokenUsage
+
+    with pytest.raises(ValidationError):
+        ledger.steps.append("s", {"usage": {"input_tokens": 2**64}})
+    near = TokenUsage(input_tokens=2**62, total_tokens=2**62)
+    with pytest.raises(ValidationError) as raised:
+        ledger.steps.append("s", [NewStep(usage=near), NewStep(usage=near)])
+    assert "2**63 - 1" in str(raised.value)
+    assert ledger.steps.count("s") == 0

@@ -119,6 +119,17 @@ def allocate_step_seqs(
     return int(session.execute(select(func.last_insert_id())).scalar_one())
 
 
+def returns_from_update(session: Session) -> bool:
+    """Whether a versioned ORM UPDATE of a session row can also return its columns.
+
+    PostgreSQL and SQLite have ``UPDATE ... RETURNING`` and still report the rows the
+    UPDATE matched, which the version check needs; the write then needs no SELECT to
+    hand back the fresh record. MariaDB/MySQL have no UPDATE RETURNING: a SELECT reads
+    the row back, in the same transaction, under the lock the UPDATE took.
+    """
+    return bool(session.get_bind().dialect.update_returning)
+
+
 def upsert_grant(session: Session, values: dict[str, Any]) -> None:
     """Insert a grant, or refresh ``granted_by``, ``granted_at`` and ``expires_at`` of the
     one already there, in one statement that concurrent granters cannot race.

@@ -28,7 +28,7 @@ from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from sqlalchemy.pool import ConnectionPoolEntry
+from sqlalchemy.pool import ConnectionPoolEntry, PoolResetState
 
 from .errors import DatabaseError, SchemaError, ValidationError
 
@@ -132,16 +132,62 @@ def validate_schema(schema: str | None, dialect_name: str) -> str | None:
     return schema
 
 
+_CHECKED_RESET = ("sqlite", "mysql", "mariadb")
+"""Backends whose pooled connections are rolled back on return only when their driver
+says a transaction is still open (see ``_reset_if_in_transaction``)."""
+
+
 def _engine_options(url: URL) -> dict[str, Any]:
     backend = url.get_backend_name()
+    options: dict[str, Any] = {}
+    if backend in _CHECKED_RESET:
+        options["pool_reset_on_return"] = None
     if backend == "sqlite":
-        return {}
-    options: dict[str, Any] = {"pool_pre_ping": True}
+        return options
+    options["pool_pre_ping"] = True
     if backend in ("mysql", "mariadb"):
         # Below MariaDB/MySQL's default wait_timeout (8 h), so idle connections are
         # replaced before the server drops them.
         options["pool_recycle"] = 3600
     return options
+
+
+def _reset_if_in_transaction(
+    dbapi_connection: Any, _record: ConnectionPoolEntry, state: PoolResetState
+) -> None:
+    """The pool's reset on return, done only when it has something to undo.
+
+    A unit of work ends its own transaction, but SQLAlchemy's Session commits before it
+    releases the connection, so the pool's default reset (a rollback) ran after every
+    call anyway: one more worker-thread hop on aiosqlite, one more round trip on
+    MariaDB/MySQL. The drivers know whether a transaction is open (sqlite3 and
+    aiosqlite ``in_transaction``; PyMySQL and aiomysql the server's status flags from
+    the last reply), so a connection returned mid-transaction (a raw connection left
+    open, a failed commit) is still rolled back, and a clean one costs nothing. Errors
+    here are the pool's to handle, as for its own reset (it invalidates the connection).
+    """
+    if dbapi_connection is None or state.terminate_only or not state.asyncio_safe:
+        return
+    if state.transaction_was_reset:
+        return
+    driver = getattr(dbapi_connection, "_connection", dbapi_connection)  # async adapters
+    if hasattr(driver, "in_transaction"):
+        open_ = bool(driver.in_transaction)
+    else:
+        status = getattr(driver, "server_status", None)
+        open_ = not isinstance(status, int) or bool(status & _SERVER_STATUS_IN_TRANS)
+    if open_:
+        dbapi_connection.rollback()
+
+
+_SERVER_STATUS_IN_TRANS = 1
+"""MySQL protocol status flag: a transaction is open on this connection."""
+
+
+def _configure_reset(engine: Engine, options: dict[str, Any]) -> None:
+    """Check before resetting, unless the caller chose the pool's reset on return."""
+    if engine.dialect.name in _CHECKED_RESET and "pool_reset_on_return" not in options:
+        event.listen(engine, "reset", _reset_if_in_transaction)
 
 
 def _missing_driver(url: URL, exc: Exception) -> DatabaseError:
@@ -158,6 +204,7 @@ def create_sync_engine(url: str | URL | None = None, **options: Any) -> Engine:
     except (ModuleNotFoundError, NoSuchModuleError) as exc:
         raise _missing_driver(resolved, exc) from None
     configure_sqlite_engine(engine)
+    _configure_reset(engine, options)
     return engine
 
 
@@ -169,6 +216,7 @@ def create_async_engine_for(url: str | URL | None = None, **options: Any) -> Asy
     except (ModuleNotFoundError, NoSuchModuleError) as exc:
         raise _missing_driver(resolved, exc) from None
     configure_sqlite_engine(engine.sync_engine)
+    _configure_reset(engine.sync_engine, options)
     return engine
 
 
@@ -210,6 +258,31 @@ def _on_sqlite_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> N
 def _on_sqlite_begin(connection: Connection) -> None:
     writes = connection.get_execution_options().get(WRITE_OPTION, False)
     connection.exec_driver_sql("BEGIN IMMEDIATE" if writes else "BEGIN")
+
+
+def read_only_options(connection: Connection) -> dict[str, Any]:
+    """Extra connection options for a ledger's read-only calls on this database.
+
+    PostgreSQL at READ COMMITTED (its default): AUTOCOMMIT. Otherwise asyncpg and
+    psycopg send BEGIN before the first SELECT and the unit of work ends with a
+    COMMIT: two more round trips around a read of one or two statements. At READ
+    COMMITTED each statement takes its own snapshot anyway, so a read that runs its
+    statements outside a transaction sees exactly what it would inside one, and both
+    drivers switch AUTOCOMMIT on and off on the client, with no round trip. An engine
+    set to REPEATABLE READ or SERIALIZABLE keeps its transactions, and so does asyncpg
+    set up for a transaction-mode pooler (SQLAlchemy's statement cache off, as
+    ``pgbouncer_engine_options`` does): asyncpg prepares and then executes a statement
+    in two exchanges, which such a pooler sends to one server connection only inside a
+    transaction. On MariaDB/MySQL the switch itself is a round trip (``SET
+    autocommit``), and SQLite reads need their BEGIN for one snapshot: both keep theirs.
+    """
+    if connection.dialect.name != "postgresql":
+        return {}
+    adapted: Any = connection.connection.dbapi_connection
+    if hasattr(adapted, "_prepared_statement_cache") and adapted._prepared_statement_cache is None:
+        return {}
+    levels = {connection.default_isolation_level, connection.get_isolation_level()}
+    return {"isolation_level": "AUTOCOMMIT"} if levels == {"READ COMMITTED"} else {}
 
 
 def check_borrowed_sqlite(connection: Connection) -> None:

@@ -12,7 +12,7 @@ import itertools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.engine import URL
@@ -30,6 +30,7 @@ from .engine import (
     check_borrowed_sqlite,
     create_async_engine_for,
     create_sync_engine,
+    read_only_options,
     validate_schema,
 )
 from .errors import DatabaseError, UsageError, ValidationError
@@ -48,6 +49,7 @@ from .repositories import (
 from .uow import Settings, UnitOfWork, Work, marked_open, refuse_if_open
 
 R = TypeVar("R")
+E = TypeVar("E", Engine, AsyncEngine)
 _keys = itertools.count(1)
 
 
@@ -75,6 +77,7 @@ class _LedgerBase:
         self._ready = False
         self._closed = False
         self._pending_schema = schema
+        self._read_options = {}
         self._clock = clock or system_clock
         self._limits = limits or Limits()
 
@@ -98,12 +101,23 @@ class _LedgerBase:
             migrations.check(connection, schema=schema)
         check_borrowed_sqlite(connection)
         probe(connection)
+        self._read_options = read_only_options(connection)
 
     def _check_open(self) -> None:
         if self._closed:
             raise UsageError("this ledger is closed")
 
+    def _binds(self, engine: E) -> dict[bool, E]:
+        """The engine with the options of owned write and read-only units of work."""
+        return {
+            True: engine.execution_options(**self.settings.execution_options(writes=True)),
+            False: engine.execution_options(
+                **self.settings.execution_options(writes=False), **self._read_options
+            ),
+        }
+
     settings: Settings
+    _read_options: dict[str, Any]
 
 
 class Ledger(_LedgerBase):
@@ -138,10 +152,7 @@ class Ledger(_LedgerBase):
             )
         self._engine = engine if engine is not None else create_sync_engine(url)
         self.settings = self._settings_for(self._engine.url, self._engine.dialect.name)
-        self._bind = {
-            writes: self._engine.execution_options(**self.settings.execution_options(writes=writes))
-            for writes in (True, False)
-        }
+        self._bind = self._binds(self._engine)
         self.sessions = SessionsOnLedger(self._transact)
         """Session operations, each in its own transaction."""
         self.messages = MessagesOnLedger(self._transact)
@@ -172,6 +183,7 @@ class Ledger(_LedgerBase):
             self._prepare(connection)
             if connection.in_transaction():
                 connection.commit()
+        self._bind = self._binds(self._engine)
         self._ready = True
 
     def _work(self, *, writes: bool, join: Connection | Session | None = None) -> Work:
@@ -319,10 +331,7 @@ class AsyncLedger(_LedgerBase):
             )
         self._engine = engine if engine is not None else create_async_engine_for(url)
         self.settings = self._settings_for(self._engine.url, self._engine.dialect.name)
-        self._bind = {
-            writes: self._engine.execution_options(**self.settings.execution_options(writes=writes))
-            for writes in (True, False)
-        }
+        self._bind = self._binds(self._engine)
         self._ready_lock = asyncio.Lock()
         self.sessions = AsyncSessionRepository(self._transact)
         """Session operations, each in its own transaction."""
@@ -358,6 +367,7 @@ class AsyncLedger(_LedgerBase):
                     await connection.run_sync(self._prepare)
                     if connection.in_transaction():
                         await connection.commit()
+            self._bind = self._binds(self._engine)
             self._ready = True
 
     async def _work(

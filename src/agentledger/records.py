@@ -25,12 +25,39 @@ run's status."""
 
 T = TypeVar("T")
 _MISSING: Any = object()
+_set_attribute = object.__setattr__
 
 
 class Record(BaseModel):
     """Base of every record: frozen, strict about unknown fields."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+RecordT = TypeVar("RecordT", bound=BaseModel)
+_FIELDS_SET: dict[type[BaseModel], set[str]] = {}
+
+
+def from_stored(cls: type[RecordT], values: dict[str, Any]) -> RecordT:
+    """A ``cls`` record holding ``values`` as they are, without validating them again.
+
+    Only for what agentledger reads back from its own columns: every value was
+    validated when it was written, and comes back typed by its column (ints, aware UTC
+    datetimes, JSON that the repository decoded and checked). Validating each row
+    again cost as much as reading it (twice the time of loading a long conversation);
+    the result is equal to a validated record. ``values`` names every field of
+    ``cls``, in declaration order.
+    """
+    fields_set = _FIELDS_SET.get(cls)
+    if fields_set is None:
+        fields_set = _FIELDS_SET.setdefault(cls, set(cls.model_fields))
+    record = cls.__new__(cls)
+    _set_attribute(record, "__dict__", values)
+    # Shared: pydantic copies it before changing it (model_copy), and records are frozen.
+    _set_attribute(record, "__pydantic_fields_set__", fields_set)
+    _set_attribute(record, "__pydantic_extra__", None)
+    _set_attribute(record, "__pydantic_private__", None)
+    return record
 
 
 class TokenUsage(Record):
@@ -40,9 +67,9 @@ class TokenUsage(Record):
     output); ``extra`` keeps further counters such as cached or reasoning tokens.
     """
 
-    input_tokens: int = Field(default=0, ge=0)
-    output_tokens: int = Field(default=0, ge=0)
-    total_tokens: int = Field(default=0, ge=0)
+    input_tokens: int = Field(default=0, ge=0, le=2**63 - 1)
+    output_tokens: int = Field(default=0, ge=0, le=2**63 - 1)
+    total_tokens: int = Field(default=0, ge=0, le=2**63 - 1)
     extra: dict[str, int] = Field(default_factory=dict)
 
 

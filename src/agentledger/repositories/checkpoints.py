@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, cast
 
+from pydantic import ValidationError as PydanticValidationError
 from sqlalchemy import ColumnElement, Row, Table, and_, delete, or_, select, update
 
 from .._dialects import allocate_checkpoint_seq, json_from_text, on_checkpoint_session_index
@@ -47,7 +48,7 @@ from ..errors import (
 from ..ids import new_id, validate_id
 from ..models import AgentCheckpoint, AgentSession
 from ..models.types import json_text
-from ..records import Checkpoint, CheckpointInfo, CheckpointPayload, Page
+from ..records import Checkpoint, CheckpointInfo, CheckpointPayload, Page, from_stored
 from ..uow import Repository, operation
 from ._facades import AsyncFacadeBase, SyncLedgerFacade
 from .sessions import session_exists
@@ -110,20 +111,35 @@ def _no_session(id: str, doing: str) -> NotFoundError:
 
 def checkpoint_of(row: Row[Any]) -> Checkpoint:
     """A Checkpoint from a row of ``_READ``; a payload that does not decode raises
-    CorruptRecordError naming the checkpoint."""
+    CorruptRecordError naming the checkpoint.
+
+    The payload is parsed and validated in one pass by pydantic's JSON parser
+    (``model_validate_json``): a checkpoint of megabytes holds thousands of messages,
+    and decoding them to Python first, then validating, took twice as long."""
     values = dict(row._mapping)
-    data = decode_json(values["payload"], table=_TABLE, key=values["ref"], column="payload")
+    ref, text = values["ref"], values["payload"]
     try:
-        values["payload"] = CheckpointPayload.model_validate(data)
-    except ValueError as error:
-        raise CorruptRecordError(
-            f"{_TABLE} row {values['ref']!r}: column payload is JSON but not a checkpoint "
-            f"payload ({error}); it was written by something other than agentledger",
-            table=_TABLE,
-            key=values["ref"],
-            column="payload",
-        ) from None
-    return Checkpoint.model_validate(values)
+        values["payload"] = CheckpointPayload.model_validate_json(text)
+    except PydanticValidationError as error:
+        if not any(problem["type"] == "json_invalid" for problem in error.errors()):
+            raise _not_a_payload(ref, error) from None
+        # Python's decoder names the problem (and takes what pydantic's refuses).
+        data = decode_json(text, table=_TABLE, key=ref, column="payload")
+        try:
+            values["payload"] = CheckpointPayload.model_validate(data)
+        except ValueError as problem:
+            raise _not_a_payload(ref, problem) from None
+    return from_stored(Checkpoint, values)
+
+
+def _not_a_payload(ref: str, error: Exception) -> CorruptRecordError:
+    return CorruptRecordError(
+        f"{_TABLE} row {ref!r}: column payload is JSON but not a checkpoint payload "
+        f"({error}); it was written by something other than agentledger",
+        table=_TABLE,
+        key=ref,
+        column="payload",
+    )
 
 
 class CheckpointRepository(Repository):

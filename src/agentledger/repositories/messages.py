@@ -1,31 +1,40 @@
 """Messages: the ordered conversation of a session, versioned with the session row.
 
-An append from a record checks and bumps the session's revision in the same flush
-that inserts the messages, and takes the new seqs from the record (so no
-``UPDATE ... RETURNING`` is needed on any dialect): a stale writer's UPDATE matches
-no row, and none of its messages are stored. Appending costs the same whatever the
-length of the conversation: one UPDATE, one INSERT, one SELECT of the session row.
+An append from a record checks and bumps the session's revision with a versioned
+ORM flush (``version_id_col``), then inserts the messages with one prebuilt INSERT in
+the same transaction, taking the new seqs from the record (so no ``UPDATE ...
+RETURNING`` is needed on any dialect): a stale writer's UPDATE matches no row, and
+none of its messages are stored. Appending costs the same whatever the
+length of the conversation: one UPDATE, one INSERT, and where the UPDATE cannot return
+the row (MariaDB/MySQL), one SELECT of it.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Row, Select, delete, select
+from sqlalchemy import Integer, Row, Select, Table, bindparam, delete, insert, select
 
 from .._json import check_object, check_row, decode_json
 from .._proxy import async_proxy, sync_proxy
-from ..errors import NotFoundError, ValidationError
+from ..errors import CorruptRecordError, NotFoundError, ValidationError
 from ..ids import validate_id
 from ..models import AgentMessage
 from ..models.types import json_text
-from ..records import Message, NewMessage, SessionRecord
+from ..records import Message, NewMessage, SessionRecord, from_stored
 from ..uow import Repository, operation
 from ._facades import AsyncFacadeBase, SyncLedgerFacade
-from .sessions import flush_versioned, load_record, session_exists, versioned_row
+from .sessions import (
+    flush_versioned,
+    load_record,
+    session_exists,
+    versioned_row,
+    written_record,
+)
 
-_MESSAGES = AgentMessage.__table__
+_MESSAGES = cast(Table, AgentMessage.__table__)
 _READ = select(
     _MESSAGES.c.seq,
     _MESSAGES.c.role,
@@ -33,6 +42,18 @@ _READ = select(
     json_text(_MESSAGES.c.metadata).label("metadata"),
     _MESSAGES.c.created_at,
 )
+_OF_SESSION = _MESSAGES.c.session_id == bindparam("id")
+# Built once: building and cache-keying a statement per call cost more than running it.
+_COUNT = bindparam("n", type_=Integer())
+_LAST = _READ.where(_OF_SESSION).order_by(_MESSAGES.c.seq.desc()).limit(_COUNT)
+_WINDOW = (
+    _READ.where(_OF_SESSION, _MESSAGES.c.seq > bindparam("after"))
+    .order_by(_MESSAGES.c.seq)
+    .limit(_COUNT)
+)
+_ALL = _READ.where(_OF_SESSION).order_by(_MESSAGES.c.seq)
+_INSERT = insert(_MESSAGES)
+_DELETE_ALL = delete(_MESSAGES).where(_OF_SESSION)
 PREVIEW_LENGTH = 256
 MAX_READ = 10_000
 
@@ -100,14 +121,53 @@ def preview_of(content: Any) -> str | None:
 
 def message_of(row: Row[Any], session_id: str) -> Message:
     """A Message from a row of ``_READ``, decoding its JSON columns."""
-    key = (session_id, row.seq)
+    return messages_of([row], session_id)[0]
+
+
+def messages_of(rows: Sequence[Sequence[Any]], session_id: str) -> list[Message]:
+    """Messages from rows of ``_READ``: JSON decoded here (a value that does not decode,
+    or metadata that is not an object, raises CorruptRecordError naming the row), the
+    records built without validating again what was validated on write."""
+    loads = json.loads
+    result = []
+    for seq, role, content_text, metadata_text, created_at in rows:
+        try:
+            content = loads(content_text)
+            metadata = {} if metadata_text == "{}" else loads(metadata_text)
+        except (ValueError, TypeError):
+            content, metadata = _decode_slowly(session_id, seq, content_text, metadata_text)
+        if type(metadata) is not dict:
+            raise _not_an_object(session_id, seq)
+        values = {
+            "seq": seq,
+            "role": role,
+            "content": content,
+            "metadata": metadata,
+            "created_at": created_at,
+        }
+        result.append(from_stored(Message, values))
+    return result
+
+
+def _decode_slowly(session_id: str, seq: int, *texts: str | None) -> tuple[Any, Any]:
+    """Decode one row column by column, so the error names the column that is corrupt."""
+    key = (session_id, seq)
     table = "agentledger_messages"
-    return Message(
-        seq=row.seq,
-        role=row.role,
-        content=decode_json(row.content, table=table, key=key, column="content"),
-        metadata=decode_json(row.metadata, table=table, key=key, column="metadata"),
-        created_at=row.created_at,
+    content, metadata = (
+        decode_json(text, table=table, key=key, column=column)
+        for text, column in zip(texts, ("content", "metadata"), strict=True)
+    )
+    return content, metadata
+
+
+def _not_an_object(session_id: str, seq: int) -> CorruptRecordError:
+    table, key = "agentledger_messages", (session_id, seq)
+    return CorruptRecordError(
+        f"{table} row {key!r}: column metadata is JSON but not an object; it was written "
+        "by something other than agentledger",
+        table=table,
+        key=key,
+        column="metadata",
     )
 
 
@@ -141,22 +201,27 @@ class MessageRepository(Repository):
             preview = preview_of(opening.content) if opening is not None else None
             if preview is not None:
                 row.preview = preview
-        if replace:
-            flush_versioned(self._session, record)
-            self._session.execute(delete(AgentMessage).where(AgentMessage.session_id == record.id))
-        self._session.add_all(
-            AgentMessage(
-                session_id=record.id,
-                seq=record.message_seq + offset,
-                role=message.role,
-                content=message.content,
-                metadata_=message.metadata,
-                created_at=now,
-            )
-            for offset, message in enumerate(messages, start=1)
-        )
+        # The versioned UPDATE goes first: a stale writer stops here, before any of its
+        # rows is written (and, on PostgreSQL, before it could wait on the winner's seqs).
         flush_versioned(self._session, record)
-        return load_record(self._session, record.id)
+        connection = self._session.connection()
+        if replace:
+            connection.execute(_DELETE_ALL, {"id": record.id})
+        rows = [
+            {
+                "session_id": record.id,
+                "seq": record.message_seq + offset,
+                "role": message.role,
+                "content": message.content,
+                "metadata": message.metadata,
+                "created_at": now,
+            }
+            for offset, message in enumerate(messages, start=1)
+        ]
+        if rows:
+            # One prebuilt INSERT (a batch for several): the rows need no identity map.
+            connection.execute(_INSERT, rows if len(rows) > 1 else rows[0])
+        return written_record(self._session, row)
 
     @operation(writes=True)
     def append(
@@ -209,11 +274,11 @@ class MessageRepository(Repository):
             )
         return self._write(session, self._validated(messages), replace=True)
 
-    def _read(self, id: str, query: Select[Any]) -> list[Message]:
-        rows = self._session.execute(query).all()
+    def _read(self, id: str, query: Select[Any], **params: Any) -> list[Message]:
+        rows = self._session.connection().execute(query, {"id": id, **params}).all()
         if not rows and not session_exists(self._session, id):
             raise NotFoundError(f"no session {id!r}", id=id)
-        return [message_of(row, id) for row in rows]
+        return messages_of(rows, id)
 
     @operation(writes=False)
     def last(self, id: str, n: int) -> list[Message]:
@@ -224,8 +289,7 @@ class MessageRepository(Repository):
         """
         validate_id(id)
         _check_count(n, "n")
-        newest_first = _READ.where(_MESSAGES.c.session_id == id).order_by(_MESSAGES.c.seq.desc())
-        return list(reversed(self._read(id, newest_first.limit(n))))
+        return list(reversed(self._read(id, _LAST, n=n)))
 
     @operation(writes=False)
     def window(self, id: str, *, after_seq: int = 0, limit: int = 100) -> list[Message]:
@@ -239,12 +303,7 @@ class MessageRepository(Repository):
         _check_count(limit, "limit")
         if not isinstance(after_seq, int) or isinstance(after_seq, bool) or after_seq < 0:
             raise ValidationError(f"after_seq must be an int >= 0, got {after_seq!r}")
-        query = (
-            _READ.where(_MESSAGES.c.session_id == id, _MESSAGES.c.seq > after_seq)
-            .order_by(_MESSAGES.c.seq)
-            .limit(limit)
-        )
-        return self._read(id, query)
+        return self._read(id, _WINDOW, after=after_seq, n=limit)
 
     @operation(writes=False)
     def all(self, id: str) -> list[Message]:
@@ -254,7 +313,7 @@ class MessageRepository(Repository):
             NotFoundError: no such session.
         """
         validate_id(id)
-        return self._read(id, _READ.where(_MESSAGES.c.session_id == id).order_by(_MESSAGES.c.seq))
+        return self._read(id, _ALL)
 
 
 def _check_count(value: object, name: str) -> None:

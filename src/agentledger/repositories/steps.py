@@ -12,17 +12,17 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Row, Select, Table, func, insert, select
+from sqlalchemy import Integer, Row, Select, Table, bindparam, func, insert, select
 
 from .._dialects import allocate_step_seqs
 from .._json import check_row, decode_json
 from .._proxy import async_proxy, sync_proxy
 from ..clock import utc
-from ..errors import NotFoundError, ValidationError
+from ..errors import CorruptRecordError, NotFoundError, ValidationError
 from ..ids import validate_id
 from ..models import AgentSession, AgentStep
 from ..models.types import json_text
-from ..records import NewStep, Step, TokenUsage
+from ..records import NewStep, Step, TokenUsage, from_stored
 from ..uow import Repository, operation
 from ._facades import AsyncFacadeBase, SyncLedgerFacade
 from .sessions import session_exists
@@ -36,6 +36,13 @@ _READ = select(
         for column in _STEPS.c
         if column.name != "id"
     )
+)
+_OF_SESSION = _STEPS.c.session_id == bindparam("id")
+# Built once: building and cache-keying a statement per call cost more than running it.
+_COUNT = bindparam("n", type_=Integer())
+_LAST = _READ.where(_OF_SESSION).order_by(_STEPS.c.seq.desc()).limit(_COUNT)
+_WINDOW = (
+    _READ.where(_OF_SESSION, _STEPS.c.seq > bindparam("after")).order_by(_STEPS.c.seq).limit(_COUNT)
 )
 MAX_BATCH = 10_000
 _TOKEN_LIMIT = 2**63 - 1
@@ -65,18 +72,69 @@ def _as_new_steps(
 
 
 def step_of(row: Row[Any]) -> Step:
-    """A Step from a row of ``_READ``, decoding its JSON columns."""
+    """A Step from a row of ``_READ``, decoding its JSON columns; built without
+    validating again what was validated on write."""
     values = dict(row._mapping)
     key = (values["session_id"], values["seq"])
     for name in _JSON_FIELDS:
         values[name] = decode_json(values[name], table="agentledger_steps", key=key, column=name)
-    usage = TokenUsage(
-        input_tokens=values.pop("input_tokens"),
-        output_tokens=values.pop("output_tokens"),
-        total_tokens=values.pop("total_tokens"),
-        extra=values.pop("usage_extra") or {},
+    extra = values["usage_extra"] or {}
+    if type(extra) is not dict:
+        raise CorruptRecordError(
+            f"agentledger_steps row {key!r}: column usage_extra is JSON but not an object; "
+            "it was written by something other than agentledger",
+            table="agentledger_steps",
+            key=key,
+            column="usage_extra",
+        )
+    usage = from_stored(
+        TokenUsage,
+        {
+            "input_tokens": values["input_tokens"],
+            "output_tokens": values["output_tokens"],
+            "total_tokens": values["total_tokens"],
+            "extra": extra,
+        },
     )
-    return Step(usage=usage, **values)
+    return from_stored(
+        Step,
+        {
+            **{name: values[name] for name in _STEP_FIELDS},
+            "usage": usage,
+            "started_at": values["started_at"],
+            "ended_at": values["ended_at"],
+            "error": values["error"],
+        },
+    )
+
+
+_ROW_FIELDS = (
+    "session_id",
+    "seq",
+    "step_index",
+    "kind",
+    "run_id",
+    "name",
+    "model",
+    "input",
+    "output",
+    "tool_calls",
+    "started_at",
+    "ended_at",
+    "error",
+)
+_STEP_FIELDS = (
+    "session_id",
+    "seq",
+    "step_index",
+    "kind",
+    "run_id",
+    "name",
+    "model",
+    "input",
+    "output",
+    "tool_calls",
+)
 
 
 class StepRepository(Repository):
@@ -123,6 +181,10 @@ class StepRepository(Repository):
             sum(step.usage.output_tokens for step in checked),
             sum(step.usage.total_tokens for step in checked),
         )
+        if max(usage) > _TOKEN_LIMIT:
+            raise ValidationError(
+                "the token counts of one append add up to more than 2**63 - 1", path="steps"
+            )
         last = allocate_step_seqs(self._session, id, len(checked), usage, now)
         if last is None:
             raise NotFoundError(f"no session {id!r}: steps are not stored", id=id)
@@ -135,36 +197,41 @@ class StepRepository(Repository):
 
     @staticmethod
     def _record(id: str, seq: int, step: NewStep, now: datetime) -> Step:
-        return Step(
-            session_id=id,
-            seq=seq,
-            step_index=step.step_index,
-            kind=step.kind,
-            run_id=step.run_id,
-            name=step.name,
-            model=step.model,
-            input=step.input,
-            output=step.output,
-            tool_calls=step.tool_calls,
-            usage=step.usage,
-            started_at=utc(step.started_at, field="started_at") if step.started_at else now,
-            ended_at=utc(step.ended_at, field="ended_at") if step.ended_at else None,
-            error=step.error,
+        # Every value comes from a validated NewStep (or is ours): no second validation.
+        return from_stored(
+            Step,
+            {
+                "session_id": id,
+                "seq": seq,
+                "step_index": step.step_index,
+                "kind": step.kind,
+                "run_id": step.run_id,
+                "name": step.name,
+                "model": step.model,
+                "input": step.input,
+                "output": step.output,
+                "tool_calls": step.tool_calls,
+                "usage": step.usage,
+                "started_at": utc(step.started_at, field="started_at") if step.started_at else now,
+                "ended_at": utc(step.ended_at, field="ended_at") if step.ended_at else None,
+                "error": step.error,
+            },
         )
 
     @staticmethod
     def _row_values(step: Step) -> dict[str, Any]:
-        values = step.model_dump(exclude={"usage"})
+        values = {name: getattr(step, name) for name in _ROW_FIELDS}
+        usage = step.usage
         values.update(
-            input_tokens=step.usage.input_tokens,
-            output_tokens=step.usage.output_tokens,
-            total_tokens=step.usage.total_tokens,
-            usage_extra=step.usage.extra or None,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            total_tokens=usage.total_tokens,
+            usage_extra=usage.extra or None,
         )
         return values
 
-    def _read(self, id: str, query: Select[Any]) -> list[Step]:
-        rows = self._session.execute(query).all()
+    def _read(self, id: str, query: Select[Any], **params: Any) -> list[Step]:
+        rows = self._session.connection().execute(query, {"id": id, **params}).all()
         if not rows and not session_exists(self._session, id):
             raise NotFoundError(f"no session {id!r}", id=id)
         return [step_of(row) for row in rows]
@@ -178,8 +245,7 @@ class StepRepository(Repository):
         """
         validate_id(id)
         _check_count(n, "n")
-        query = _READ.where(_STEPS.c.session_id == id).order_by(_STEPS.c.seq.desc()).limit(n)
-        return list(reversed(self._read(id, query)))
+        return list(reversed(self._read(id, _LAST, n=n)))
 
     @operation(writes=False)
     def window(self, id: str, *, after_seq: int = 0, limit: int = 1000) -> list[Step]:
@@ -192,12 +258,7 @@ class StepRepository(Repository):
         _check_count(limit, "limit")
         if not isinstance(after_seq, int) or isinstance(after_seq, bool) or after_seq < 0:
             raise ValidationError(f"after_seq must be an int >= 0, got {after_seq!r}")
-        query = (
-            _READ.where(_STEPS.c.session_id == id, _STEPS.c.seq > after_seq)
-            .order_by(_STEPS.c.seq)
-            .limit(limit)
-        )
-        return self._read(id, query)
+        return self._read(id, _WINDOW, after=after_seq, n=limit)
 
     def iterate(self, id: str, *, batch: int = 1000) -> Iterator[Step]:
         """Every step in seq order, read ``batch`` at a time (inside this unit of work)."""

@@ -1,0 +1,108 @@
+"""The command line: which databases, which mode, where the results go."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.pool import NullPool
+
+from .report import chart, markdown, targets
+from .run import FULL, QUICK, run_database
+from .seed import server_url, sync_url
+
+DATABASES = ("sqlite", "postgresql", "mysql")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python3 dev.py bench",
+        description="agentledger's async API against a Core floor and a raw-driver floor.",
+    )
+    parser.add_argument("--quick", action="store_true", help="small data, few rounds: a smoke run")
+    parser.add_argument(
+        "--databases",
+        default=",".join(DATABASES),
+        help="comma-separated: sqlite, postgresql, mysql (default: all three)",
+    )
+    parser.add_argument("--postgres-url", help="default: $AGENTLEDGER_BENCH_POSTGRES_URL or "
+                        "postgresql://postgres@127.0.0.1:5432/agentledger_bench")  # fmt: skip
+    parser.add_argument("--mysql-url", help="default: $AGENTLEDGER_BENCH_MYSQL_URL or "
+                        "mysql://root@127.0.0.1:3306/agentledger_bench")  # fmt: skip
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("benchmarks/results"),
+        help="folder for results.json, results.md and the chart (default: benchmarks/results)",
+    )
+    parser.add_argument("--chart", type=Path, help="where the PNG goes (default: OUT/ratios.png)")
+    parser.add_argument("--seed", type=int, default=20261129, help="seed of the shuffles")
+    parser.add_argument(
+        "--from-json",
+        type=Path,
+        help="run nothing: render results.md and the chart again from this results.json",
+    )
+    return parser
+
+
+def _render(results: list[dict[str, Any]], config_name: str, args: argparse.Namespace) -> None:
+    servers = {r["dialect"]: r["server"] for r in results if r.get("server")}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "results.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
+    text = markdown(results, config_name, servers)
+    (args.out / "results.md").write_text(text)
+    picture = args.chart or args.out / "ratios.png"
+    drew = chart(results, picture)
+    print(text)
+    missed = [t for result in results for t in targets(result) if not t.met]
+    where = f", chart {picture}" if drew else ", no chart (pip install -e '.[bench]')"
+    print(f"{len(missed)} target(s) missed; results in {args.out}{where}", file=sys.stderr)
+
+
+def _server_version(dialect: str, url: URL) -> str:
+    engine = create_engine(sync_url(dialect, url), poolclass=NullPool)
+    try:
+        with engine.connect() as connection:
+            return str(connection.exec_driver_sql("SELECT version()").scalar_one())
+    finally:
+        engine.dispose()
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    config = QUICK if args.quick else FULL
+    if args.from_json is not None:
+        results = json.loads(args.from_json.read_text())
+        _render(results, results[0].get("config", config.name), args)
+        return 0
+    wanted = [name.strip() for name in args.databases.split(",") if name.strip()]
+    unknown = set(wanted) - set(DATABASES)
+    if unknown:
+        print(f"unknown databases: {sorted(unknown)}", file=sys.stderr)
+        return 2
+    results: list[dict[str, Any]] = []
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="agentledger-bench-") as folder:
+        for dialect in wanted:
+            if dialect == "sqlite":
+                url = make_url(f"sqlite:///{folder}/bench.db")
+            else:
+                url = server_url(
+                    dialect, args.postgres_url if dialect == "postgresql" else args.mysql_url
+                )
+            result = asyncio.run(run_database(dialect, url, config, args.seed))
+            result["config"] = config.name
+            if dialect != "sqlite":
+                result["server"] = _server_version(dialect, url).split(" on ")[0]
+            results.append(result)
+    _render(results, config.name, args)
+    print(f"{time.perf_counter() - started:.0f} s in all", file=sys.stderr)
+    return 0

@@ -1,0 +1,73 @@
+"""The benchmark's quick mode runs end to end, so the suite cannot rot.
+
+No timing is judged here: the run must finish, report every operation on every
+database it ran on, count statements, and lose no update among concurrent writers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sqlalchemy.engine import make_url
+
+from .backends import MYSQL_ENV, POSTGRES_ENV
+
+ROOT = Path(__file__).resolve().parents[1]
+OPERATIONS = {
+    "append_message_10",
+    "append_message_100",
+    "append_message_1000",
+    "append_steps_1",
+    "append_steps_100",
+    "load_all",
+    "load_last_50",
+    "list_first",
+    "list_deep",
+    "checkpoint_save_100000",
+    "checkpoint_latest_100000",
+    "checkpoint_save_1000000",
+    "checkpoint_latest_1000000",
+}
+
+
+def _bench_url(env: str) -> str | None:
+    """The benchmark's own database beside the test database (it drops and recreates it)."""
+    raw = os.environ.get(env)
+    if not raw:
+        return None
+    url = make_url(raw)
+    return url.set(database=f"{url.database}_bench").render_as_string(hide_password=False)
+
+
+@pytest.mark.slow
+def test_the_quick_benchmark_runs_on_every_configured_database(tmp_path: Path) -> None:
+    databases = ["sqlite"]
+    command = [sys.executable, "-m", "benchmarks", "--quick", "--out", str(tmp_path)]
+    for name, env, flag in (
+        ("postgresql", POSTGRES_ENV, "--postgres-url"),
+        ("mysql", MYSQL_ENV, "--mysql-url"),
+    ):
+        url = _bench_url(env)
+        if url is not None:
+            databases.append(name)
+            command += [flag, url]
+    command += ["--databases", ",".join(databases)]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert [result["dialect"] for result in results] == databases
+    for result in results:
+        operations = {op["key"]: op for op in result["operations"]}
+        assert set(operations) == OPERATIONS
+        for op in operations.values():
+            assert all(op["ms"][v]["median"] > 0 for v in ("agentledger", "core", "raw"))
+        assert operations["append_message_10"]["statements"]["agentledger"] >= 2
+        for variant in ("agentledger", "core", "raw"):
+            assert result["concurrency"][variant]["lost_updates"] == 0
+            assert result["stream"][variant]["complete"]
+    assert "### Targets" in (tmp_path / "results.md").read_text()
