@@ -21,7 +21,7 @@ from .errors import (
     UsageError,
     ValidationError,
 )
-from .ledger import AsyncLedger, AsyncUnitOfWork, Ledger
+from .ledger import AsyncLedger, Ledger
 from .models import AgentCheckpoint, AgentGrant, AgentMessage, AgentSession, AgentStep, metadata
 from .records import (
     Checkpoint,
@@ -39,7 +39,7 @@ from .records import (
     Step,
     TokenUsage,
 )
-from .uow import UnitOfWork
+from .uow import AsyncUnitOfWork, UnitOfWork
 
 __all__ = [
     "AgentCheckpoint",

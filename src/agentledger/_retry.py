@@ -1,11 +1,9 @@
-"""The retry policy of ``ledger.run``: which errors, and how long to wait between tries."""
+"""The retry policy: which errors are worth another try, and how long to wait between tries."""
 
 from __future__ import annotations
 
-import asyncio
 import random
-import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 from .errors import (
@@ -56,25 +54,20 @@ def is_transient(error: BaseException) -> bool:
     return type(error) is DatabaseError and error.retryable
 
 
-def retrying(fn: Callable[[], R], retries: int = TRANSIENT_RETRIES) -> R:
-    """Call ``fn``; call it again after a transient failure, up to ``retries`` times."""
+def retrying(
+    fn: Callable[[], R],
+    *,
+    retries: int,
+    retry_on: Callable[[BaseException], bool],
+    sleep: Callable[[float], None],
+) -> R:
+    """Call ``fn``; after an error ``retry_on`` accepts, wait (``sleep``: the caller's
+    way of waiting, blocking or awaited) and call it again, up to ``retries`` times."""
     for delay in backoff_delays(retries):
         try:
             return fn()
-        except AgentLedgerError as error:
-            if delay is None or not is_transient(error):
+        except Exception as error:
+            if delay is None or not retry_on(error):
                 raise
-        time.sleep(delay)
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-async def retrying_async(fn: Callable[[], Awaitable[R]], retries: int = TRANSIENT_RETRIES) -> R:
-    """``retrying`` for a coroutine function."""
-    for delay in backoff_delays(retries):
-        try:
-            return await fn()
-        except AgentLedgerError as error:
-            if delay is None or not is_transient(error):
-                raise
-        await asyncio.sleep(delay)
+        sleep(delay)
     raise AssertionError("unreachable")  # pragma: no cover

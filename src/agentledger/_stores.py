@@ -17,9 +17,10 @@ from sqlalchemy.engine import URL
 from sqlalchemy.orm import Session
 from sqlalchemy.util import greenlet_spawn
 
+from ._concurrency import spawn
 from ._dialects import snapshot_read_options
 from ._translate import translated
-from .uow import Settings, Work, refuse_if_open
+from .repositories._base import Settings, Work
 
 if TYPE_CHECKING:
     from .ledger import AsyncLedger, Ledger
@@ -85,6 +86,8 @@ class Store:
 
 def open_store(ledger: Ledger) -> Store:
     """The store of a sync ledger, after its schema check (SchemaError when behind)."""
+    from .ledger import refuse_if_open
+
     refuse_if_open(ledger._key)
     ledger._ensure_ready()
     return Store(ledger.engine, ledger.settings)
@@ -93,8 +96,10 @@ def open_store(ledger: Ledger) -> Store:
 async def open_async_store(ledger: AsyncLedger) -> Store:
     """The store of an async ledger, after its schema check; use it inside
     ``run_in_greenlet`` only."""
-    refuse_if_open(ledger._key)
-    await ledger._ensure_ready()
+    from .ledger import refuse_if_open
+
+    refuse_if_open(ledger.sync_ledger._key)
+    await spawn(ledger.sync_ledger._ensure_ready)
     return Store(ledger.engine.sync_engine, ledger.settings)
 
 

@@ -1,15 +1,18 @@
-"""AsyncLedger (primary) and Ledger (its sync twin): the entry points of the API.
+"""Ledger (the sync core) and AsyncLedger (its async face): the entry points of the API.
 
-Both build the same ``Work`` objects and run the same repository code; the sync
-ledger calls it directly, the async one through ``AsyncSession.run_sync`` (one
-greenlet hop per operation). What differs is only engines and awaiting.
+``Ledger`` owns everything: the engine, the one session factory, readiness (the
+schema check and capability probe at first use), the retry of transient failures,
+units of work and the repositories. ``AsyncLedger`` holds a ``Ledger`` built on its
+AsyncEngine's ``sync_engine`` (as ``AsyncEngine`` holds an ``Engine``) and hands every
+call to it in one greenlet hop, where the async driver's I/O is awaited.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import itertools
-import time
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, TypeVar
@@ -20,9 +23,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 from sqlalchemy.orm import Session
 
 from . import migrations
+from ._concurrency import BLOCKING, GREENLET, Waits, async_context, await_, spawn
 from ._json import Limits
 from ._probe import probe
-from ._retry import backoff_delays, retrying, retrying_async, should_retry
+from ._retry import TRANSIENT_RETRIES, is_transient, retrying, should_retry
 from ._translate import translated
 from .clock import Clock, system_clock
 from .engine import (
@@ -40,88 +44,24 @@ from .repositories import (
     AsyncMessageRepository,
     AsyncSessionRepository,
     AsyncStepRepository,
-    CheckpointsOnLedger,
-    GrantsOnLedger,
-    MessagesOnLedger,
-    SessionsOnLedger,
-    StepsOnLedger,
+    CheckpointRepository,
+    GrantRepository,
+    MessageRepository,
+    SessionRepository,
+    StepRepository,
 )
-from .uow import Settings, UnitOfWork, Work, marked_open, refuse_if_open
+from .repositories._base import Settings, Work
+from .uow import ASYNC_SESSION_KEY, AsyncUnitOfWork, UnitOfWork
 
 R = TypeVar("R")
-E = TypeVar("E", Engine, AsyncEngine)
 _keys = itertools.count(1)
+SessionFactory = Callable[..., Session]
+"""Makes the ORM Session of a unit of work from a bind and Session options."""
 
 
-class _LedgerBase:
-    """What both ledgers share: configuration, the schema check, ownership."""
-
-    def __init__(
-        self,
-        url: str | URL | None,
-        engine: Engine | AsyncEngine | None,
-        schema: str | None,
-        clock: Clock | None,
-        limits: Limits | None,
-        memory: MemoryDatabase | None,
-    ) -> None:
-        if url is not None and engine is not None:
-            raise ValidationError("give a url or an engine, not both", path="engine")
-        if limits is not None and not isinstance(limits, Limits):
-            raise ValidationError("limits must be an agentledger.Limits", path="limits")
-        if clock is not None and not callable(clock):
-            raise ValidationError("clock must be a callable returning an aware datetime")
-        self._key = next(_keys)
-        self._memory = memory
-        self._owns_engine = engine is None
-        self._ready = False
-        self._closed = False
-        self._pending_schema = schema
-        self._read_options = {}
-        self._clock = clock or system_clock
-        self._limits = limits or Limits()
-
-    def _settings_for(self, url: URL, dialect_name: str) -> Settings:
-        schema = validate_schema(self._pending_schema, dialect_name)
-        return Settings(url=url, clock=self._clock, limits=self._limits, schema=schema)
-
-    def _prepare(self, connection: Connection) -> None:
-        """First use: refuse what cannot work, check (or, in memory, build) the schema,
-        then probe what conflict detection and exact round trips rely on."""
-        if not connection.dialect.supports_sane_rowcount:
-            raise DatabaseError(
-                f"the {connection.dialect.name} driver {connection.dialect.driver} cannot "
-                "report how many rows an UPDATE matched, so concurrent writers could not "
-                "be detected; use a driver that can"
-            )
-        schema = self.settings.schema
-        if self._memory is not None:
-            migrations.upgrade(connection, schema=schema)
-        else:
-            migrations.check(connection, schema=schema)
-        check_borrowed_sqlite(connection)
-        probe(connection)
-        self._read_options = read_only_options(connection)
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise UsageError("this ledger is closed")
-
-    def _binds(self, engine: E) -> dict[bool, E]:
-        """The engine with the options of owned write and read-only units of work."""
-        return {
-            True: engine.execution_options(**self.settings.execution_options(writes=True)),
-            False: engine.execution_options(
-                **self.settings.execution_options(writes=False), **self._read_options
-            ),
-        }
-
-    settings: Settings
-    _read_options: dict[str, Any]
-
-
-class Ledger(_LedgerBase):
-    """The sync twin of AsyncLedger: the same names, the same behaviour, no awaiting.
+class Ledger:
+    """agentledger's entry point (sync API): sessions, messages, steps, grants and
+    checkpoints, each operation in its own transaction, or several in a unit of work.
 
     Args:
         url: database URL; None means ``AGENTLEDGER_DATABASE_URL``, else
@@ -143,25 +83,63 @@ class Ledger(_LedgerBase):
         limits: Limits | None = None,
         _memory: MemoryDatabase | None = None,
     ) -> None:
-        super().__init__(url, engine, schema, clock, limits, _memory)
+        _check_options(url, engine, clock, limits)
         if engine is not None and not isinstance(engine, Engine):
             raise ValidationError(
                 f"Ledger takes a sync Engine, got {type(engine).__name__}; "
                 "use AsyncLedger with an AsyncEngine",
                 path="engine",
             )
-        self._engine = engine if engine is not None else create_sync_engine(url)
-        self.settings = self._settings_for(self._engine.url, self._engine.dialect.name)
-        self._bind = self._binds(self._engine)
-        self.sessions = SessionsOnLedger(self._transact)
+        self._setup(
+            engine if engine is not None else create_sync_engine(url),
+            owns_engine=engine is None,
+            schema=schema,
+            clock=clock,
+            limits=limits,
+            memory=_memory,
+            waits=BLOCKING,
+            session_factory=Session,
+        )
+
+    def _setup(
+        self,
+        engine: Engine,
+        *,
+        owns_engine: bool,
+        schema: str | None,
+        clock: Clock | None,
+        limits: Limits | None,
+        memory: MemoryDatabase | None,
+        waits: Waits,
+        session_factory: SessionFactory,
+    ) -> None:
+        self._engine = engine
+        self._owns_engine = owns_engine
+        self._memory = memory
+        self._waits = waits
+        self._session_factory = session_factory
+        self._key = next(_keys)
+        self._ready = False
+        self._ready_lock = waits.lock()
+        self._closed = False
+        self._read_options: dict[str, Any] = {}
+        self.settings = Settings(
+            url=engine.url,
+            clock=clock or system_clock,
+            limits=limits or Limits(),
+            schema=validate_schema(schema, engine.dialect.name),
+        )
+        """The configuration every transaction of this ledger shares."""
+        self._bind = self._binds()
+        self.sessions = SessionRepository(self)
         """Session operations, each in its own transaction."""
-        self.messages = MessagesOnLedger(self._transact)
+        self.messages = MessageRepository(self)
         """Message operations, each in its own transaction."""
-        self.steps = StepsOnLedger(self._transact)
+        self.steps = StepRepository(self)
         """Step operations, each in its own transaction."""
-        self.grants = GrantsOnLedger(self._transact)
+        self.grants = GrantRepository(self)
         """Grant operations, each in its own transaction."""
-        self.checkpoints = CheckpointsOnLedger(self._transact)
+        self.checkpoints = CheckpointRepository(self)
         """Checkpoint operations, each in its own transaction."""
 
     @classmethod
@@ -175,67 +153,51 @@ class Ledger(_LedgerBase):
         """The Engine this ledger runs on."""
         return self._engine
 
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise UsageError("this ledger is closed")
+
     def _ensure_ready(self) -> None:
+        """First use: refuse what cannot work, check (or, in memory, build) the schema,
+        then probe what conflict detection and exact round trips rely on."""
         self._check_open()
         if self._ready:
             return
-        with translated(self.settings.url), self._engine.connect() as connection:
-            self._prepare(connection)
-            if connection.in_transaction():
-                connection.commit()
-        self._bind = self._binds(self._engine)
-        self._ready = True
+        with self._ready_lock:
+            if self._ready:
+                return
+            with translated(self.settings.url), self._engine.connect() as connection:
+                self._prepare(connection)
+                if connection.in_transaction():
+                    connection.commit()
+            self._bind = self._binds()
+            self._ready = True
 
-    def _work(self, *, writes: bool, join: Connection | Session | None = None) -> Work:
-        self._ensure_ready()
-        if join is None:
-            session = Session(bind=self._bind[writes], expire_on_commit=False, autoflush=False)
-            return Work(session, self.settings, writes=writes, joined=False)
-        if isinstance(join, Session):
-            join.flush()
-            join = join.connection()
-        if not isinstance(join, Connection):
-            raise ValidationError(
-                f"join= takes a Connection or an ORM Session, got {type(join).__name__}",
-                path="join",
+    def _prepare(self, connection: Connection) -> None:
+        if not connection.dialect.supports_sane_rowcount:
+            raise DatabaseError(
+                f"the {connection.dialect.name} driver {connection.dialect.driver} cannot "
+                "report how many rows an UPDATE matched, so concurrent writers could not "
+                "be detected; use a driver that can"
             )
-        session = Session(
-            bind=join,
-            expire_on_commit=False,
-            autoflush=False,
-            join_transaction_mode="create_savepoint",
-        )
-        return Work(session, self.settings, writes=True, joined=True)
+        schema = self.settings.schema
+        if self._memory is not None:
+            migrations.upgrade(connection, schema=schema)
+        else:
+            migrations.check(connection, schema=schema)
+        check_borrowed_sqlite(connection)
+        probe(connection)
+        self._read_options = read_only_options(connection)
 
-    def _transact(self, writes: bool, fn: Callable[[Work], R]) -> R:
-        refuse_if_open(self._key)
-
-        def attempt() -> R:
-            work = self._work(writes=writes)
-            return work.transact(lambda: fn(work))
-
-        return retrying(attempt)
-
-    @contextmanager
-    def unit_of_work(self, *, join: Connection | Session | None = None) -> Iterator[UnitOfWork]:
-        """One write transaction; with ``join``, a SAVEPOINT in the caller's transaction."""
-        refuse_if_open(self._key)
-        work = self._work(writes=True, join=join)
-        with marked_open(self._key), UnitOfWork(work) as uow:
-            yield uow
-
-    def run(self, fn: Callable[[UnitOfWork], R], *, retries: int = 3) -> R:
-        """Run ``fn(uow)`` in a fresh unit of work, again on a conflict or retryable
-        error (up to ``retries`` more times, with jittered backoff)."""
-        for delay in backoff_delays(retries):
-            try:
-                with self.unit_of_work() as uow:
-                    return fn(uow)
-            except Exception as error:
-                if delay is None or not should_retry(error):
-                    raise
-            time.sleep(delay)
-        raise AssertionError("unreachable")  # pragma: no cover
+    def _binds(self) -> dict[bool, Engine]:
+        """The engine with the options of owned write and read-only transactions."""
+        options = self.settings.execution_options
+        return {
+            True: self._engine.execution_options(**options(writes=True)),
+            False: self._engine.execution_options(**options(writes=False), **self._read_options),
+        }
 
     def upgrade(self, revision: str = "head") -> None:
         """Apply agentledger's migrations up to ``revision``."""
@@ -259,48 +221,69 @@ class Ledger(_LedgerBase):
     def __exit__(self, *_: object) -> None:
         self.close()
 
+    # -- transactions ---------------------------------------------------------------------
 
-class AsyncUnitOfWork:
-    """One write transaction with the repositories (async API).
+    def _new_work(
+        self,
+        *,
+        writes: bool,
+        join: Connection | Session | None = None,
+        session_factory: SessionFactory | None = None,
+    ) -> Work:
+        """A transaction, not begun yet. A unit of work's Session comes from the ledger's
+        session factory (the async API puts an AsyncSession in front of it); a single
+        operation's is a plain Session."""
+        self._ensure_ready()
+        make_session = session_factory or self._session_factory
+        options: dict[str, Any] = {"expire_on_commit": False, "autoflush": False}
+        if join is None:
+            session = make_session(bind=self._bind[writes], **options)
+            return Work(session, self.settings, writes=writes, joined=False)
+        if isinstance(join, Session):
+            join.flush()
+            join = join.connection()
+        if not isinstance(join, Connection):
+            raise ValidationError(
+                f"join= takes a Connection or an ORM Session, got {type(join).__name__}",
+                path="join",
+            )
+        options["join_transaction_mode"] = "create_savepoint"
+        session = make_session(bind=join, **options)
+        return Work(session, self.settings, writes=True, joined=True)
 
-    Leaving the ``async with`` block commits; an exception rolls back; after a
-    ConflictError the unit of work is rollback-only.
-    """
+    def _perform(self, writes: bool, call: Callable[[Work], R]) -> R:
+        """Run one repository operation in a fresh transaction of its own, again after
+        a transient failure (a deadlock, a lock not granted, a stale statement cache)."""
+        refuse_if_open(self._key)
 
-    def __init__(self, session: AsyncSession, work: Work) -> None:
-        self._async_session = session
-        self._work = work
-        self.sessions = AsyncSessionRepository(self._run)
-        """Sessions of this unit of work."""
-        self.messages = AsyncMessageRepository(self._run)
-        """Messages of this unit of work."""
-        self.steps = AsyncStepRepository(self._run)
-        """Steps of this unit of work."""
-        self.grants = AsyncGrantRepository(self._run)
-        """Grants of this unit of work."""
-        self.checkpoints = AsyncCheckpointRepository(self._run)
-        """Checkpoints of this unit of work."""
+        def attempt() -> R:
+            with self._new_work(writes=writes, session_factory=Session) as work:
+                return work._perform(writes, call)
 
-    async def _run(self, _writes: bool, fn: Callable[[Work], R]) -> R:
-        work = self._work
-        return await self._async_session.run_sync(lambda _session: fn(work))
+        return retrying(
+            attempt, retries=TRANSIENT_RETRIES, retry_on=is_transient, sleep=self._waits.sleep
+        )
 
-    async def __aenter__(self) -> AsyncUnitOfWork:
-        await self._async_session.run_sync(lambda _session: self._work.begin())
-        return self
+    @contextmanager
+    def unit_of_work(self, *, join: Connection | Session | None = None) -> Iterator[UnitOfWork]:
+        """One write transaction; with ``join``, a SAVEPOINT in the caller's transaction."""
+        refuse_if_open(self._key)
+        with marked_open(self._key), self._new_work(writes=True, join=join) as work:
+            yield UnitOfWork(work)
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
-        failed = exc_type is not None
-        await self._async_session.run_sync(lambda _session: self._work.finish(failed))
+    def run(self, fn: Callable[[UnitOfWork], R], *, retries: int = 3) -> R:
+        """Run ``fn(uow)`` in a fresh unit of work, again on a conflict or retryable
+        error (up to ``retries`` more times, with jittered backoff)."""
 
-    @property
-    def session(self) -> AsyncSession:
-        """The AsyncSession of this unit of work, for direct queries on the models."""
-        return self._async_session
+        def attempt() -> R:
+            with self.unit_of_work() as uow:
+                return fn(uow)
+
+        return retrying(attempt, retries=retries, retry_on=should_retry, sleep=self._waits.sleep)
 
 
-class AsyncLedger(_LedgerBase):
-    """agentledger's entry point: sessions, messages, steps, grants and checkpoints.
+class AsyncLedger:
+    """agentledger's entry point (async API): the same operations as ``Ledger``, awaited.
 
     Args:
         url: database URL; None means ``AGENTLEDGER_DATABASE_URL``, else
@@ -322,7 +305,7 @@ class AsyncLedger(_LedgerBase):
         limits: Limits | None = None,
         _memory: MemoryDatabase | None = None,
     ) -> None:
-        super().__init__(url, engine, schema, clock, limits, _memory)
+        _check_options(url, engine, clock, limits)
         if engine is not None and not isinstance(engine, AsyncEngine):
             raise ValidationError(
                 f"AsyncLedger takes an AsyncEngine, got {type(engine).__name__}; "
@@ -330,18 +313,30 @@ class AsyncLedger(_LedgerBase):
                 path="engine",
             )
         self._engine = engine if engine is not None else create_async_engine_for(url)
-        self.settings = self._settings_for(self._engine.url, self._engine.dialect.name)
-        self._bind = self._binds(self._engine)
-        self._ready_lock = asyncio.Lock()
-        self.sessions = AsyncSessionRepository(self._transact)
+        proxied = Ledger.__new__(Ledger)
+        proxied._setup(
+            self._engine.sync_engine,
+            owns_engine=engine is None,
+            schema=schema,
+            clock=clock,
+            limits=limits,
+            memory=_memory,
+            waits=GREENLET,
+            session_factory=_session_behind_async_session,
+        )
+        self.sync_ledger = proxied
+        """The sync ledger every call is handed to (on this engine's ``sync_engine``)."""
+        self.settings = proxied.settings
+        """The configuration every transaction of this ledger shares."""
+        self.sessions = AsyncSessionRepository(proxied.sessions)
         """Session operations, each in its own transaction."""
-        self.messages = AsyncMessageRepository(self._transact)
+        self.messages = AsyncMessageRepository(proxied.messages)
         """Message operations, each in its own transaction."""
-        self.steps = AsyncStepRepository(self._transact)
+        self.steps = AsyncStepRepository(proxied.steps)
         """Step operations, each in its own transaction."""
-        self.grants = AsyncGrantRepository(self._transact)
+        self.grants = AsyncGrantRepository(proxied.grants)
         """Grant operations, each in its own transaction."""
-        self.checkpoints = AsyncCheckpointRepository(self._transact)
+        self.checkpoints = AsyncCheckpointRepository(proxied.checkpoints)
         """Checkpoint operations, each in its own transaction."""
 
     @classmethod
@@ -355,102 +350,103 @@ class AsyncLedger(_LedgerBase):
         """The AsyncEngine this ledger runs on."""
         return self._engine
 
-    async def _ensure_ready(self) -> None:
-        self._check_open()
-        if self._ready:
-            return
-        async with self._ready_lock:
-            if self._ready:
-                return
-            with translated(self.settings.url):
-                async with self._engine.connect() as connection:
-                    await connection.run_sync(self._prepare)
-                    if connection.in_transaction():
-                        await connection.commit()
-            self._bind = self._binds(self._engine)
-            self._ready = True
-
-    async def _work(
-        self, *, writes: bool, join: AsyncConnection | AsyncSession | None = None
-    ) -> tuple[AsyncSession, Work]:
-        await self._ensure_ready()
-        if join is None:
-            session = AsyncSession(bind=self._bind[writes], expire_on_commit=False, autoflush=False)
-            return session, Work(session.sync_session, self.settings, writes=writes, joined=False)
-        if isinstance(join, AsyncSession):
-            await join.flush()
-            join = await join.connection()
-        if not isinstance(join, AsyncConnection):
-            raise ValidationError(
-                f"join= takes an AsyncConnection or an AsyncSession, got {type(join).__name__}",
-                path="join",
-            )
-        session = AsyncSession(
-            bind=join,
-            expire_on_commit=False,
-            autoflush=False,
-            join_transaction_mode="create_savepoint",
-        )
-        return session, Work(session.sync_session, self.settings, writes=True, joined=True)
-
-    async def _transact(self, writes: bool, fn: Callable[[Work], R]) -> R:
-        refuse_if_open(self._key)
-
-        async def attempt() -> R:
-            session, work = await self._work(writes=writes)
-            return await session.run_sync(lambda _session: work.transact(lambda: fn(work)))
-
-        return await retrying_async(attempt)
-
     @asynccontextmanager
     async def unit_of_work(
         self, *, join: AsyncConnection | AsyncSession | None = None
     ) -> AsyncIterator[AsyncUnitOfWork]:
         """One write transaction; with ``join``, a SAVEPOINT in the caller's transaction."""
-        refuse_if_open(self._key)
-        session, work = await self._work(writes=True, join=join)
-        with marked_open(self._key):
-            async with AsyncUnitOfWork(session, work) as uow:
-                yield uow
+        opening = self.sync_ledger.unit_of_work(join=_sync_join(join))
+        async with async_context(opening) as uow:
+            yield AsyncUnitOfWork(uow)
 
     async def run(self, fn: Callable[[AsyncUnitOfWork], Awaitable[R]], *, retries: int = 3) -> R:
         """Run ``await fn(uow)`` in a fresh unit of work, again on a conflict or retryable
         error (up to ``retries`` more times, with jittered backoff)."""
-        for delay in backoff_delays(retries):
-            try:
-                async with self.unit_of_work() as uow:
-                    return await fn(uow)
-            except Exception as error:
-                if delay is None or not should_retry(error):
-                    raise
-            await asyncio.sleep(delay)
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    async def upgrade(self, revision: str = "head") -> None:
-        """Apply agentledger's migrations up to ``revision``."""
-        self._check_open()
-        schema = self.settings.schema
-        with translated(self.settings.url):
-            async with self._engine.connect() as connection:
-                await connection.run_sync(
-                    lambda sync: migrations.upgrade(sync, revision, schema=schema)
-                )
-                if connection.in_transaction():
-                    await connection.commit()
-        self._ready = False
-
-    async def close(self) -> None:
-        """Release the engine if this ledger created it; a borrowed one is left alone."""
-        if self._closed:
-            return
-        self._closed = True
-        if self._owns_engine:
-            await self._engine.dispose()
-        if self._memory is not None:
-            self._memory.close()
+        return await spawn(
+            self.sync_ledger.run, lambda uow: await_(fn(AsyncUnitOfWork(uow))), retries=retries
+        )
 
     async def __aenter__(self) -> AsyncLedger:
         return self
 
     async def __aexit__(self, *_: object) -> None:
         await self.close()
+
+    # --- async proxies of Ledger: upgrade, close (tools/generate_async.py; do not edit) ---
+    async def upgrade(self, revision: str = "head") -> None:
+        """Apply agentledger's migrations up to ``revision``."""
+        return await spawn(self.sync_ledger.upgrade, revision)
+
+    async def close(self) -> None:
+        """Release the engine if this ledger created it; a borrowed one is left alone."""
+        return await spawn(self.sync_ledger.close)
+
+    # --- end of generated async proxies ---
+
+
+def _check_options(url: object, engine: object, clock: object, limits: object) -> None:
+    if url is not None and engine is not None:
+        raise ValidationError("give a url or an engine, not both", path="engine")
+    if limits is not None and not isinstance(limits, Limits):
+        raise ValidationError("limits must be an agentledger.Limits", path="limits")
+    if clock is not None and not callable(clock):
+        raise ValidationError("clock must be a callable returning an aware datetime")
+
+
+def _session_behind_async_session(*, bind: Engine | Connection, **options: Any) -> Session:
+    """The sync Session of a new AsyncSession on ``bind``, which it keeps in its ``info``
+    for ``AsyncUnitOfWork.session``."""
+    if isinstance(bind, Engine):
+        front = AsyncSession(bind=AsyncEngine(bind), **options)
+    else:
+        front = AsyncSession(bind=AsyncConnection(AsyncEngine(bind.engine), bind), **options)
+    front.sync_session.info[ASYNC_SESSION_KEY] = front
+    return front.sync_session
+
+
+def _sync_join(join: AsyncConnection | AsyncSession | None) -> Connection | Session | None:
+    if join is None:
+        return None
+    if isinstance(join, AsyncSession):
+        return join.sync_session
+    if isinstance(join, AsyncConnection):
+        return join.sync_connection
+    raise ValidationError(
+        f"join= takes an AsyncConnection or an AsyncSession, got {type(join).__name__}",
+        path="join",
+    )
+
+
+# Which ledgers have a unit of work open, and for which task or thread: a ledger-level
+# call from that same task would wait on its own lock, so it is refused instead.
+_open_units: contextvars.ContextVar[frozenset[tuple[int, object]]] = contextvars.ContextVar(
+    "agentledger_open_units", default=frozenset()
+)
+
+
+def _owner() -> object:
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:
+        task = None
+    return task if task is not None else threading.get_ident()
+
+
+@contextmanager
+def marked_open(ledger_key: int) -> Iterator[None]:
+    """Record that the current task holds a unit of work of ``ledger_key``."""
+    token = _open_units.set(_open_units.get() | {(ledger_key, _owner())})
+    try:
+        yield
+    finally:
+        _open_units.reset(token)
+
+
+def refuse_if_open(ledger_key: int) -> None:
+    """Raise UsageError when the current task holds a unit of work of ``ledger_key``."""
+    if (ledger_key, _owner()) in _open_units.get():
+        raise UsageError(
+            "a ledger-level call (or a second unit of work) inside an open unit of work of "
+            "the same task could wait on that unit of work's own lock; use the unit of "
+            "work's repositories (uow.sessions, uow.messages, ...) instead"
+        )

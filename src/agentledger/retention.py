@@ -34,8 +34,8 @@ from .errors import ValidationError
 from .ids import validate_id
 from .models import AgentCheckpoint, AgentSession
 from .records import Record
+from .repositories._base import Work
 from .repositories.checkpoints import CheckpointRepository
-from .uow import Work
 
 if TYPE_CHECKING:
     from .ledger import AsyncLedger, Ledger

@@ -65,7 +65,7 @@ from .clock import utc
 from .errors import ValidationError
 from .ids import validate_id
 from .records import Record
-from .uow import Work
+from .repositories._base import Work
 
 if TYPE_CHECKING:
     from .ledger import AsyncLedger, Ledger

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 import pytest
 
 from agentledger import (
@@ -10,7 +13,9 @@ from agentledger import (
     DatabaseUnavailableError,
     ValidationError,
 )
-from agentledger._retry import backoff_delays, is_transient, retrying, retrying_async, should_retry
+from agentledger._retry import backoff_delays, is_transient, retrying, should_retry
+
+T = TypeVar("T")
 
 
 @pytest.mark.parametrize(
@@ -45,6 +50,12 @@ def test_backoff_gives_one_delay_per_retry_then_none() -> None:
         list(backoff_delays(-1))
 
 
+def transient(fn: Callable[[], T], retries: int = 3, slept: list[float] | None = None) -> T:
+    """``fn`` under the transaction runner's policy, recording the waits."""
+    waits = [] if slept is None else slept
+    return retrying(fn, retries=retries, retry_on=is_transient, sleep=waits.append)
+
+
 def test_a_transient_failure_is_retried_until_it_succeeds() -> None:
     calls = []
 
@@ -54,8 +65,20 @@ def test_a_transient_failure_is_retried_until_it_succeeds() -> None:
             raise ConflictError("deadlock", reason="serialization")
         return "done"
 
-    assert retrying(flaky) == "done"
+    assert transient(flaky) == "done"
     assert len(calls) == 3
+
+
+def test_the_caller_decides_how_to_wait_between_tries() -> None:
+    slept: list[float] = []
+
+    def flaky() -> str:
+        if len(slept) < 2:
+            raise DatabaseLockedError("busy")
+        return "done"
+
+    assert transient(flaky, slept=slept) == "done"
+    assert len(slept) == 2 and all(0 <= delay <= 1.0 for delay in slept)
 
 
 def test_a_lasting_transient_failure_surfaces_after_the_retries() -> None:
@@ -66,17 +89,17 @@ def test_a_lasting_transient_failure_surfaces_after_the_retries() -> None:
         raise DatabaseLockedError("busy")
 
     with pytest.raises(DatabaseLockedError):
-        retrying(stuck, retries=2)
+        transient(stuck, retries=2)
     assert len(calls) == 3
 
 
-async def test_a_stale_conflict_is_not_retried_by_the_transaction_runner() -> None:
+def test_a_stale_conflict_is_not_retried_by_the_transaction_runner() -> None:
     calls = []
 
-    async def stale() -> None:
+    def stale() -> None:
         calls.append(1)
         raise ConflictError("stale", reason="stale")
 
     with pytest.raises(ConflictError):
-        await retrying_async(stale)
+        transient(stale)
     assert len(calls) == 1

@@ -1,10 +1,12 @@
-"""Repositories: one module per aggregate, each the single implementation of its operations."""
+"""Repositories: one module per aggregate, each holding the single implementation of its
+operations (``SessionRepository``...) and, below it, its async face
+(``AsyncSessionRepository``...), whose methods are generated one-line hand-offs."""
 
-from .checkpoints import AsyncCheckpointRepository, CheckpointRepository, CheckpointsOnLedger
-from .grants import AsyncGrantRepository, GrantRepository, GrantsOnLedger
-from .messages import AsyncMessageRepository, MessageRepository, MessagesOnLedger
-from .sessions import AsyncSessionRepository, SessionRepository, SessionsOnLedger
-from .steps import AsyncStepRepository, StepRepository, StepsOnLedger
+from .checkpoints import AsyncCheckpointRepository, CheckpointRepository
+from .grants import AsyncGrantRepository, GrantRepository
+from .messages import AsyncMessageRepository, MessageRepository
+from .sessions import AsyncSessionRepository, SessionRepository
+from .steps import AsyncStepRepository, StepRepository
 
 __all__ = [
     "AsyncCheckpointRepository",
@@ -13,13 +15,8 @@ __all__ = [
     "AsyncSessionRepository",
     "AsyncStepRepository",
     "CheckpointRepository",
-    "CheckpointsOnLedger",
     "GrantRepository",
-    "GrantsOnLedger",
     "MessageRepository",
-    "MessagesOnLedger",
     "SessionRepository",
-    "SessionsOnLedger",
     "StepRepository",
-    "StepsOnLedger",
 ]

@@ -1,0 +1,189 @@
+"""What every repository stands on: the transaction it runs in and the ``@operation`` rule.
+
+A repository is bound to a *scope*. A ``Work`` (one transaction: a unit of work) runs
+each operation inside itself; a ``Ledger`` runs each operation in a fresh transaction
+of its own, retried after a transient failure. Either way the operation's body is the
+same sync code against one ORM ``Session``: ``@operation`` hands it the ``Work`` to run
+in, so a repository bound to a ledger and one bound to a unit of work share every line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import wraps
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
+
+from sqlalchemy import Connection
+from sqlalchemy.engine import URL
+from sqlalchemy.orm import Session
+
+from .._json import Limits
+from .._translate import translated
+from ..clock import Clock, checked_now
+from ..engine import WRITE_OPTION, check_borrowed_sqlite
+from ..errors import ConflictError, DatabaseError, UsageError
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What every transaction of one ledger shares."""
+
+    url: URL
+    clock: Clock
+    limits: Limits
+    schema: str | None = None
+    checked_engines: set[int] = field(default_factory=set, compare=False)
+
+    def now(self) -> datetime:
+        """The current time from the ledger's clock, aware and in UTC."""
+        return checked_now(self.clock)
+
+    def execution_options(self, *, writes: bool) -> dict[str, Any]:
+        """Connection options of an owned transaction: the schema map (PostgreSQL
+        schema option) and the write flag (SQLite: BEGIN IMMEDIATE)."""
+        options: dict[str, Any] = {WRITE_OPTION: writes}
+        if self.schema is not None:
+            options["schema_translate_map"] = {None: self.schema}
+        return options
+
+
+class Work:
+    """One transaction on one sync ORM Session; a context manager (begin, then commit
+    or roll back).
+
+    Owned: the session begins its own transaction at its first statement (``BEGIN
+    IMMEDIATE`` on SQLite when it will write), so a call refused by validation sends no
+    SQL at all. Joined: the session runs inside a caller's transaction in a SAVEPOINT,
+    and the caller's commit is what makes it durable.
+    """
+
+    def __init__(self, session: Session, settings: Settings, *, writes: bool, joined: bool):
+        self.session = session
+        self.settings = settings
+        self.writes = writes
+        self.joined = joined
+        self.rollback_only = False
+        self.active = False
+        self._restore: dict[str, Any] | None = None
+
+    def __enter__(self) -> Work:
+        self.begin()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        self.finish(failed=exc_type is not None)
+
+    def begin(self) -> None:
+        """Start the transaction. Owned: nothing is sent yet. Joined: the SAVEPOINT in
+        the caller's transaction starts now."""
+        if self.joined:
+            with translated(self.settings.url):
+                connection = self.session.connection()
+                if self.settings.schema is not None:
+                    self._restore = dict(connection.get_execution_options())
+                    connection.execution_options(schema_translate_map={None: self.settings.schema})
+                self._check_engine(connection)
+        self.active = True
+
+    def finish(self, failed: bool) -> None:
+        """Commit, or roll back when the block failed or a conflict made it rollback-only."""
+        try:
+            with translated(self.settings.url):
+                if failed or self.rollback_only:
+                    self.session.rollback()
+                else:
+                    self.session.commit()
+        finally:
+            self.active = False
+            try:
+                if self._restore is not None:
+                    self.session.connection().execution_options(**self._restore)
+            finally:
+                self.session.close()
+
+    def _check_engine(self, connection: Connection) -> None:
+        engine_id = id(connection.engine)
+        if engine_id not in self.settings.checked_engines:
+            check_borrowed_sqlite(connection)
+            self.settings.checked_engines.add(engine_id)
+
+    def _perform(self, writes: bool, call: Callable[[Work], R]) -> R:
+        """Run one operation in this transaction: refused when the transaction cannot do
+        it, driver errors translated, and rollback-only after a conflict."""
+        self.ensure_usable(writes)
+        try:
+            with translated(self.settings.url):
+                return call(self)
+        except (ConflictError, DatabaseError):
+            self.rollback_only = True
+            raise
+
+    def ensure_usable(self, writes: bool) -> None:
+        """Refuse work the transaction cannot do (ended, rollback-only, read-only)."""
+        if not self.active:
+            raise UsageError("this unit of work has ended; open a new one")
+        if self.rollback_only:
+            raise UsageError(
+                "this unit of work hit a conflict and can only roll back; "
+                "leave the block and start a new one (ledger.run retries for you)"
+            )
+        if writes and not self.writes:
+            raise UsageError("a read-only unit of work cannot write")
+
+
+class Scope(Protocol):
+    """Where a repository's operations run: a ``Work`` or a ``Ledger``."""
+
+    def _perform(self, writes: bool, call: Callable[[Work], R], /) -> R: ...
+
+
+class Repository:
+    """Base of the repositories: the single implementation of each operation.
+
+    Bound to a unit of work's ``Work``, every operation runs in that transaction; bound
+    to a ledger, each runs in a fresh transaction of its own.
+    """
+
+    _work: Work
+    """The transaction an operation runs in (set only while it can be used)."""
+
+    def __init__(self, scope: Scope) -> None:
+        self._scope = scope
+        if isinstance(scope, Work):
+            self._work = scope
+
+    @property
+    def _session(self) -> Session:
+        return self._work.session
+
+    def _within(self, work: Work) -> Any:
+        """This repository in ``work``: itself when bound to it, else a copy bound to it."""
+        return self if self._scope is work else type(self)(work)
+
+
+RepoT = TypeVar("RepoT", bound=Repository)
+
+
+def operation(
+    *, writes: bool
+) -> Callable[[Callable[Concatenate[RepoT, P], R]], Callable[Concatenate[RepoT, P], R]]:
+    """Mark a repository method as one operation, run by the repository's scope: checks,
+    error translation, the rollback-only rule after a conflict, and (on a ledger) its
+    own retried transaction. ``writes`` says whether it needs a write transaction."""
+
+    def decorate(method: Callable[Concatenate[RepoT, P], R]) -> Callable[Concatenate[RepoT, P], R]:
+        @wraps(method)
+        def run(self: RepoT, /, *args: P.args, **kwargs: P.kwargs) -> R:
+            return self._scope._perform(
+                writes, lambda work: method(self._within(work), *args, **kwargs)
+            )
+
+        run.writes = writes  # type: ignore[attr-defined]
+        return run
+
+    return decorate
