@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from ._checks import bounded_int
 from .errors import CorruptRecordError, ValidationError
 
 MiB = 1024 * 1024
@@ -38,9 +39,7 @@ class Limits:
 
     def __post_init__(self) -> None:
         for name in ("max_value_bytes", "max_checkpoint_bytes", "max_depth"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValidationError(f"Limits.{name} must be a positive int, got {value!r}")
+            bounded_int(getattr(self, name), f"Limits.{name}", low=1)
 
 
 _SCALARS = (str, int, float, bool, type(None))

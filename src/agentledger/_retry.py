@@ -6,12 +6,12 @@ import random
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
+from ._checks import bounded_int
 from .errors import (
     AgentLedgerError,
     ConflictError,
     DatabaseError,
     DatabaseLockedError,
-    ValidationError,
 )
 
 R = TypeVar("R")
@@ -27,8 +27,7 @@ def backoff_delays(retries: int) -> Iterator[float | None]:
     Full jitter (a random delay up to an exponentially growing cap) keeps retrying
     writers from colliding again in lockstep.
     """
-    if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
-        raise ValidationError(f"retries must be an int >= 0, got {retries!r}", path="retries")
+    bounded_int(retries, "retries")
     for attempt in range(retries):
         yield random.uniform(0, min(MAX_DELAY_S, BASE_DELAY_S * 2**attempt))
     yield None

@@ -8,14 +8,13 @@ and ``connection_invalidated``, never by class alone and never by message text.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import URL
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm.exc import StaleDataError
 
-from .engine import mask
 from .errors import (
     AgentLedgerError,
     ConflictError,
@@ -38,6 +37,15 @@ _SQLITE_PERMISSION = {"SQLITE_READONLY", "SQLITE_PERM", "SQLITE_AUTH"}
 _SQLITE_UNAVAILABLE = {"SQLITE_CANTOPEN", "SQLITE_IOERR", "SQLITE_NOTADB"}
 _UNIQUE = {"23505"}
 _FOREIGN_KEY = {"23503"}
+
+
+def mask(url: str | URL) -> str:
+    """The URL as text with its password replaced by ``***``: safe for errors and logs."""
+    try:
+        parsed = url if isinstance(url, URL) else make_url(url)
+    except sa_exc.ArgumentError:
+        return "<unparseable database URL>"
+    return parsed.render_as_string(hide_password=True)
 
 
 def sqlstate(error: BaseException) -> str | None:
@@ -72,14 +80,6 @@ def is_unique_violation(error: BaseException) -> bool:
     if name is not None:
         return name in ("SQLITE_CONSTRAINT_PRIMARYKEY", "SQLITE_CONSTRAINT_UNIQUE")
     return sqlstate(error) in _UNIQUE or mysql_errno(error) == 1062
-
-
-def is_foreign_key_violation(error: BaseException) -> bool:
-    """Whether ``error`` is a row pointing at a parent that is not there (any more)."""
-    name = sqlite_name(error)
-    if name is not None:
-        return name == "SQLITE_CONSTRAINT_FOREIGNKEY"
-    return sqlstate(error) in _FOREIGN_KEY or mysql_errno(error) in (1452, 1216)
 
 
 def _is_stale_statement_cache(error: BaseException) -> bool:
@@ -148,3 +148,46 @@ def translated(url: URL | None) -> Iterator[None]:
         raise
     except (sa_exc.SQLAlchemyError, OSError) as error:
         raise translate(error, url) from error
+
+
+@contextmanager
+def handled(
+    condition: Callable[[BaseException], bool], error: Callable[[], AgentLedgerError]
+) -> Iterator[None]:
+    """Inside the block, a SQLAlchemy error that meets ``condition`` becomes ``error()``
+    (which may clean up first, say roll back); any other error goes on as it was."""
+    try:
+        yield
+    except sa_exc.SQLAlchemyError as failure:
+        if condition(failure):
+            raise error() from failure
+        raise
+
+
+@contextmanager
+def duplicate_as(error: Callable[[], AgentLedgerError]) -> Iterator[None]:
+    """Inside the block, a duplicate key (primary key or unique constraint) becomes
+    ``error()``: the caller knows which key it inserted, the driver does not say."""
+    with handled(is_unique_violation, error):
+        yield
+
+
+def is_bad_url(error: BaseException) -> bool:
+    """Whether ``error`` is SQLAlchemy refusing a database URL it cannot parse."""
+    return isinstance(error, sa_exc.ArgumentError)
+
+
+@contextmanager
+def missing_driver_as(error: Callable[[Exception], AgentLedgerError]) -> Iterator[None]:
+    """Inside the block (building an engine), a database driver that is not installed
+    becomes ``error(cause)``."""
+    try:
+        yield
+    except (ModuleNotFoundError, sa_exc.NoSuchModuleError) as failure:
+        raise error(failure) from None
+
+
+def is_stale_write(error: BaseException) -> bool:
+    """Whether ``error`` is the ORM's version check failing: a versioned UPDATE or
+    DELETE matched no row, because another writer changed (or deleted) it first."""
+    return isinstance(error, StaleDataError)

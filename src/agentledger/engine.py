@@ -26,10 +26,11 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry, PoolResetState
 
+from ._translate import handled, is_bad_url, missing_driver_as
+from ._translate import mask as mask
 from .errors import DatabaseError, SchemaError, ValidationError
 
 DEFAULT_URL = "sqlite:///agentledger.db"
@@ -70,15 +71,6 @@ _EXTRAS = {"postgresql": "postgres", "mysql": "mysql", "mariadb": "mysql"}
 _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
 
-def mask(url: str | URL) -> str:
-    """The URL as text with its password replaced by ``***``: safe for errors and logs."""
-    try:
-        parsed = url if isinstance(url, URL) else make_url(url)
-    except ArgumentError:
-        return "<unparseable database URL>"
-    return parsed.render_as_string(hide_password=True)
-
-
 def resolve_url(url: str | URL | None, *, asynchronous: bool) -> URL:
     """The URL to connect to, with the driver that fits the sync or async API.
 
@@ -86,14 +78,13 @@ def resolve_url(url: str | URL | None, *, asynchronous: bool) -> URL:
     """
     if url is None:
         url = os.environ.get(URL_ENV) or DEFAULT_URL
-    try:
+    not_a_url = ValidationError(
+        f"not a database URL: {mask(url)!s}; expected something like "
+        "sqlite:///agentledger.db or postgresql://user@host/db",
+        path="url",
+    )
+    with handled(is_bad_url, lambda: not_a_url):
         parsed = url if isinstance(url, URL) else make_url(url)
-    except ArgumentError:
-        raise ValidationError(
-            f"not a database URL: {mask(url)!s}; expected something like "
-            "sqlite:///agentledger.db or postgresql://user@host/db",
-            path="url",
-        ) from None
     backend = parsed.get_backend_name()
     if backend == "postgres":
         backend = "postgresql"
@@ -199,10 +190,8 @@ def _missing_driver(url: URL, exc: Exception) -> DatabaseError:
 def create_sync_engine(url: str | URL | None = None, **options: Any) -> Engine:
     """A sync Engine configured for agentledger (SQLite pragmas and BEGIN IMMEDIATE)."""
     resolved = resolve_url(url, asynchronous=False)
-    try:
+    with missing_driver_as(lambda cause: _missing_driver(resolved, cause)):
         engine = create_engine(resolved, **{**_engine_options(resolved), **options})
-    except (ModuleNotFoundError, NoSuchModuleError) as exc:
-        raise _missing_driver(resolved, exc) from None
     configure_sqlite_engine(engine)
     _configure_reset(engine, options)
     return engine
@@ -211,10 +200,8 @@ def create_sync_engine(url: str | URL | None = None, **options: Any) -> Engine:
 def create_async_engine_for(url: str | URL | None = None, **options: Any) -> AsyncEngine:
     """An AsyncEngine configured for agentledger (SQLite pragmas and BEGIN IMMEDIATE)."""
     resolved = resolve_url(url, asynchronous=True)
-    try:
+    with missing_driver_as(lambda cause: _missing_driver(resolved, cause)):
         engine = create_async_engine(resolved, **{**_engine_options(resolved), **options})
-    except (ModuleNotFoundError, NoSuchModuleError) as exc:
-        raise _missing_driver(resolved, exc) from None
     configure_sqlite_engine(engine.sync_engine)
     _configure_reset(engine.sync_engine, options)
     return engine

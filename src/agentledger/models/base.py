@@ -19,7 +19,9 @@ NAMING_CONVENTION: dict[str, str] = {
     "ck": "ck_%(table_name)s_%(constraint_name)s",
 }
 """Deterministic constraint and index names, at most 60 characters, the same on every
-dialect: Alembic needs names to alter constraints, and error translation keys on them."""
+dialect: Alembic needs names to alter constraints, and a host's ``alembic check`` compares
+them. (Error translation does not key on them: SQLite reports no constraint name, so a
+caller that inserts a key says what a duplicate of it means, see ``duplicate_as``.)"""
 
 metadata = MetaData(naming_convention=NAMING_CONVENTION)
 """The MetaData of agentledger's five tables, public for direct queries and Alembic."""

@@ -44,6 +44,7 @@ class UTCDateTime(TypeDecorator[datetime]):
     cache_ok = True
 
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        """DATETIME(6) on MariaDB/MySQL, TIMESTAMPTZ on PostgreSQL, DATETIME elsewhere."""
         if dialect.name in MYSQL_DIALECTS:
             return dialect.type_descriptor(mysql.DATETIME(fsp=6))
         if dialect.name == "postgresql":
@@ -51,12 +52,14 @@ class UTCDateTime(TypeDecorator[datetime]):
         return dialect.type_descriptor(DateTime())
 
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """Refuse a naive value; send UTC (naive where the column keeps no zone)."""
         if value is None:
             return None
         value = utc(value, field="datetime")
         return value if dialect.name == "postgresql" else value.replace(tzinfo=None)
 
     def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """Hand back an aware UTC datetime whatever the column kept."""
         if value is None:
             return None
         if value.tzinfo is None:

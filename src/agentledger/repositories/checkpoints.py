@@ -25,9 +25,6 @@ that only name a lineage or explain a conflict are plain.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import json
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -35,6 +32,7 @@ from typing import Any, cast
 from pydantic import ValidationError as PydanticValidationError
 from sqlalchemy import ColumnElement, Row, Table, and_, delete, or_, select, update
 
+from .._checks import bounded_int, decode_cursor, encode_cursor
 from .._concurrency import spawn
 from .._dialects import allocate_checkpoint_seq, json_from_text, on_checkpoint_session_index
 from .._json import check_json, decode_json
@@ -50,7 +48,7 @@ from ..models import AgentCheckpoint, AgentSession
 from ..models.types import json_text
 from ..records import Checkpoint, CheckpointInfo, CheckpointPayload, Page, from_stored
 from ._base import Repository, operation
-from .sessions import session_exists
+from ._session_row import session_exists
 
 _CHECKPOINTS = cast(Table, AgentCheckpoint.__table__)
 _SESSIONS = cast(Table, AgentSession.__table__)
@@ -436,10 +434,7 @@ class CheckpointRepository(Repository):
                 from another session's listing.
         """
         validate_id(id)
-        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_PAGE_SIZE:
-            raise ValidationError(
-                f"limit must be 1 to {MAX_PAGE_SIZE}, got {limit!r}", path="limit"
-            )
+        bounded_int(limit, "limit", low=1, high=MAX_PAGE_SIZE)
         now = self._work.settings.now()
         query = _LIST.where(_CHECKPOINTS.c.session_id == id, _alive(now))
         if cursor is not None:
@@ -555,10 +550,7 @@ class CheckpointRepository(Repository):
             ValidationError: ``keep_last`` is not an int >= 0.
         """
         validate_id(id)
-        if not isinstance(keep_last, int) or isinstance(keep_last, bool) or keep_last < 0:
-            raise ValidationError(
-                f"keep_last must be an int >= 0, got {keep_last!r}", path="keep_last"
-            )
+        bounded_int(keep_last, "keep_last")
         now = self._work.settings.now()
         pointer = self._lock_session(id, "no checkpoints to prune")
         kept: list[str] = []
@@ -619,7 +611,7 @@ class CheckpointRepository(Repository):
         Raises:
             ValidationError: ``batch`` is not an int from 1 to 10,000.
         """
-        _check_batch(batch)
+        bounded_int(batch, "batch", low=1, high=MAX_PURGE_BATCH)
         now: datetime | None = None
         total = 0
         while True:
@@ -629,44 +621,24 @@ class CheckpointRepository(Repository):
                 return total
 
 
-def _check_batch(batch: object) -> None:
-    if not isinstance(batch, int) or isinstance(batch, bool) or not 1 <= batch <= MAX_PURGE_BATCH:
-        raise ValidationError(
-            f"batch must be an int from 1 to {MAX_PURGE_BATCH}, got {batch!r}", path="batch"
-        )
-
-
-def _digest(body: bytes, id: str) -> str:
-    return hashlib.sha256(body + b"\x00checkpoints\x00" + id.encode()).hexdigest()[:16]
-
-
 def _encode_cursor(seq: int, id: str) -> str:
     """An opaque keyset position (the last seq shown), bound to session ``id``."""
-    body = json.dumps([seq]).encode()
-    token = base64.urlsafe_b64encode(body).decode().rstrip("=")
-    return f"{token}.{_digest(body, id)}"
+    return encode_cursor([seq], ["checkpoints", id])
 
 
 def _decode_cursor(cursor: object, id: str) -> int:
     """The seq of a cursor from ``_encode_cursor`` for the same session; anything else
     (tampered, truncated, another session's) is a ValidationError."""
-    problem = ValidationError(
-        "invalid cursor: pass back the next_cursor of the same session's listing, unchanged",
-        path="cursor",
-    )
-    if not isinstance(cursor, str) or cursor.count(".") != 1 or len(cursor) > 256:
-        raise problem
-    token, digest = cursor.split(".")
+    position = decode_cursor(cursor, ["checkpoints", id], what="the same session's listing")
+    if len(position) != 1:
+        raise ValidationError("invalid cursor: pass back next_cursor unchanged", path="cursor")
     try:
-        body = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        if _digest(body, id) != digest:
-            raise problem
-        (seq,) = json.loads(body)
-    except (ValueError, TypeError):
-        raise problem from None
-    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
-        raise problem
-    return seq
+        return bounded_int(position[0], "cursor", low=1)
+    except ValidationError:
+        raise ValidationError(
+            "invalid cursor: pass back the next_cursor of the same session's listing, unchanged",
+            path="cursor",
+        ) from None
 
 
 class AsyncCheckpointRepository:

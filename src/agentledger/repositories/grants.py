@@ -19,7 +19,7 @@ from ..models import AgentGrant
 from ..models.grant import MAX_CAPABILITY_LENGTH
 from ..records import Grant
 from ._base import Repository, operation
-from .sessions import session_exists
+from ._session_row import session_exists
 
 _GRANTS = cast(Table, AgentGrant.__table__)
 _READ = select(

@@ -15,25 +15,27 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
-from sqlalchemy import Integer, Row, Select, Table, bindparam, delete, insert, select
+from sqlalchemy import Row, Table, bindparam, delete, insert, select
 
 from .._concurrency import spawn
 from .._json import check_object, check_row, decode_json
-from ..errors import CorruptRecordError, NotFoundError, ValidationError
+from ..errors import CorruptRecordError, ValidationError
 from ..ids import validate_id
 from ..models import AgentMessage
 from ..models.types import json_text
 from ..records import Message, NewMessage, SessionRecord, from_stored
 from ._base import Repository, operation
-from .sessions import (
+from ._seqlog import SeqLog
+from ._session_row import (
     flush_versioned,
     load_record,
-    session_exists,
     versioned_row,
     written_record,
 )
 
 _MESSAGES = cast(Table, AgentMessage.__table__)
+MAX_READ = 10_000
+"""The most messages one read returns."""
 _READ = select(
     _MESSAGES.c.seq,
     _MESSAGES.c.role,
@@ -41,20 +43,10 @@ _READ = select(
     json_text(_MESSAGES.c.metadata).label("metadata"),
     _MESSAGES.c.created_at,
 )
-_OF_SESSION = _MESSAGES.c.session_id == bindparam("id")
-# Built once: building and cache-keying a statement per call cost more than running it.
-_COUNT = bindparam("n", type_=Integer())
-_LAST = _READ.where(_OF_SESSION).order_by(_MESSAGES.c.seq.desc()).limit(_COUNT)
-_WINDOW = (
-    _READ.where(_OF_SESSION, _MESSAGES.c.seq > bindparam("after"))
-    .order_by(_MESSAGES.c.seq)
-    .limit(_COUNT)
-)
-_ALL = _READ.where(_OF_SESSION).order_by(_MESSAGES.c.seq)
+_LOG = SeqLog(_MESSAGES, _READ, max_read=MAX_READ)
 _INSERT = insert(_MESSAGES)
-_DELETE_ALL = delete(_MESSAGES).where(_OF_SESSION)
+_DELETE_ALL = delete(_MESSAGES).where(_MESSAGES.c.session_id == bindparam("id"))
 PREVIEW_LENGTH = 256
-MAX_READ = 10_000
 
 MessageInput = NewMessage | Message | dict[str, Any]
 """What ``append`` and ``replace`` take: a NewMessage, a Message read earlier (its seq
@@ -273,12 +265,6 @@ class MessageRepository(Repository):
             )
         return self._write(session, self._validated(messages), replace=True)
 
-    def _read(self, id: str, query: Select[Any], **params: Any) -> list[Message]:
-        rows = self._session.connection().execute(query, {"id": id, **params}).all()
-        if not rows and not session_exists(self._session, id):
-            raise NotFoundError(f"no session {id!r}", id=id)
-        return messages_of(rows, id)
-
     @operation(writes=False)
     def last(self, id: str, n: int) -> list[Message]:
         """The most recent ``n`` messages, in chronological (seq) order.
@@ -286,9 +272,7 @@ class MessageRepository(Repository):
         Raises:
             NotFoundError: no such session.
         """
-        validate_id(id)
-        _check_count(n, "n")
-        return list(reversed(self._read(id, _LAST, n=n)))
+        return messages_of(_LOG.last(self._session, id, n), id)
 
     @operation(writes=False)
     def window(self, id: str, *, after_seq: int = 0, limit: int = 100) -> list[Message]:
@@ -298,11 +282,7 @@ class MessageRepository(Repository):
         Raises:
             NotFoundError: no such session.
         """
-        validate_id(id)
-        _check_count(limit, "limit")
-        if not isinstance(after_seq, int) or isinstance(after_seq, bool) or after_seq < 0:
-            raise ValidationError(f"after_seq must be an int >= 0, got {after_seq!r}")
-        return self._read(id, _WINDOW, after=after_seq, n=limit)
+        return messages_of(_LOG.window(self._session, id, after_seq=after_seq, limit=limit), id)
 
     @operation(writes=False)
     def all(self, id: str) -> list[Message]:
@@ -311,15 +291,7 @@ class MessageRepository(Repository):
         Raises:
             NotFoundError: no such session.
         """
-        validate_id(id)
-        return self._read(id, _ALL)
-
-
-def _check_count(value: object, name: str) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_READ:
-        raise ValidationError(
-            f"{name} must be an int from 1 to {MAX_READ}, got {value!r}", path=name
-        )
+        return messages_of(_LOG.all(self._session, id), id)
 
 
 class AsyncMessageRepository:

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Integer, Row, Select, Table, bindparam, func, insert, select
+from sqlalchemy import Row, Table, func, insert, select
 
 from .._concurrency import async_iterate, spawn
 from .._dialects import allocate_step_seqs
@@ -24,7 +24,7 @@ from ..models import AgentSession, AgentStep
 from ..models.types import json_text
 from ..records import NewStep, Step, TokenUsage, from_stored
 from ._base import Repository, operation
-from .sessions import session_exists
+from ._seqlog import SeqLog
 
 _STEPS = cast(Table, AgentStep.__table__)
 _SESSIONS = cast(Table, AgentSession.__table__)
@@ -36,14 +36,9 @@ _READ = select(
         if column.name != "id"
     )
 )
-_OF_SESSION = _STEPS.c.session_id == bindparam("id")
-# Built once: building and cache-keying a statement per call cost more than running it.
-_COUNT = bindparam("n", type_=Integer())
-_LAST = _READ.where(_OF_SESSION).order_by(_STEPS.c.seq.desc()).limit(_COUNT)
-_WINDOW = (
-    _READ.where(_OF_SESSION, _STEPS.c.seq > bindparam("after")).order_by(_STEPS.c.seq).limit(_COUNT)
-)
 MAX_BATCH = 10_000
+"""The most steps one append stores or one read returns."""
+_LOG = SeqLog(_STEPS, _READ, max_read=MAX_BATCH)
 _TOKEN_LIMIT = 2**63 - 1
 
 
@@ -229,12 +224,6 @@ class StepRepository(Repository):
         )
         return values
 
-    def _read(self, id: str, query: Select[Any], **params: Any) -> list[Step]:
-        rows = self._session.connection().execute(query, {"id": id, **params}).all()
-        if not rows and not session_exists(self._session, id):
-            raise NotFoundError(f"no session {id!r}", id=id)
-        return [step_of(row) for row in rows]
-
     @operation(writes=False)
     def last(self, id: str, n: int) -> list[Step]:
         """The most recent ``n`` steps in chronological (seq) order.
@@ -242,9 +231,7 @@ class StepRepository(Repository):
         Raises:
             NotFoundError: no such session.
         """
-        validate_id(id)
-        _check_count(n, "n")
-        return list(reversed(self._read(id, _LAST, n=n)))
+        return [step_of(row) for row in _LOG.last(self._session, id, n)]
 
     @operation(writes=False)
     def window(self, id: str, *, after_seq: int = 0, limit: int = 1000) -> list[Step]:
@@ -253,11 +240,8 @@ class StepRepository(Repository):
         Raises:
             NotFoundError: no such session.
         """
-        validate_id(id)
-        _check_count(limit, "limit")
-        if not isinstance(after_seq, int) or isinstance(after_seq, bool) or after_seq < 0:
-            raise ValidationError(f"after_seq must be an int >= 0, got {after_seq!r}")
-        return self._read(id, _WINDOW, after=after_seq, n=limit)
+        rows = _LOG.window(self._session, id, after_seq=after_seq, limit=limit)
+        return [step_of(row) for row in rows]
 
     def iterate(self, id: str, *, batch: int = 1000) -> Iterator[Step]:
         """Every step in seq order, read ``batch`` at a time: on a ledger each page is a
@@ -326,13 +310,6 @@ def _paged(window: Callable[..., list[Step]], id: str, batch: int) -> Iterator[S
         if len(page) < batch:
             return
         after = page[-1].seq
-
-
-def _check_count(value: object, name: str) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_BATCH:
-        raise ValidationError(
-            f"{name} must be an int from 1 to {MAX_BATCH}, got {value!r}", path=name
-        )
 
 
 class AsyncStepRepository:

@@ -1,0 +1,258 @@
+"""The session row as every repository uses it: read, lock, and write with the version check.
+
+Messages, steps, grants and checkpoints all hang off ``agentledger_sessions``: they
+load it as a record, lock it (the lock order of every writer starts here), and the
+versioned writers (``sessions.save``, ``messages.append``...) bump its ``revision``
+through the ORM's ``version_id_col``, so a stale writer's UPDATE matches no row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal, cast
+
+from sqlalchemy import (
+    Column,
+    Dialect,
+    FetchedValue,
+    MetaData,
+    Row,
+    Table,
+    Text,
+    bindparam,
+    exists,
+    select,
+)
+from sqlalchemy.orm import Session, make_transient_to_detached, registry
+from sqlalchemy.types import TypeDecorator, TypeEngine
+
+from .._dialects import returns_from_update
+from .._json import decode_json
+from .._translate import handled, is_stale_write
+from ..errors import ConflictError, CorruptRecordError, NotFoundError
+from ..models import AgentSession
+from ..models.types import json_text
+from ..records import RunSummary, SessionRecord, SessionSummary, from_stored
+
+SESSIONS = cast(Table, AgentSession.__table__)
+TABLE = SESSIONS.name
+_JSON_COLUMNS = ("state", "last_run")
+_RECORD_COLUMNS = tuple(
+    json_text(column).label(column.name) if column.name in _JSON_COLUMNS else column
+    for column in SESSIONS.c
+)
+SUMMARY_COLUMNS = (
+    SESSIONS.c.id,
+    SESSIONS.c.title,
+    SESSIONS.c.preview,
+    SESSIONS.c.app_name,
+    SESSIONS.c.user_id,
+    SESSIONS.c.model,
+    SESSIONS.c.status,
+    SESSIONS.c.message_count,
+    SESSIONS.c.step_count,
+    SESSIONS.c.input_tokens,
+    SESSIONS.c.output_tokens,
+    SESSIONS.c.total_tokens,
+    SESSIONS.c.created_at,
+    SESSIONS.c.updated_at,
+)
+"""The columns of a listing row (``SessionSummary``)."""
+_COUNTS = ("message_count", "step_count", "input_tokens", "output_tokens", "total_tokens")
+_BY_ID = SESSIONS.c.id == bindparam("id")
+# Built once: building and cache-keying a statement per call cost more than running it.
+_LOAD = select(*_RECORD_COLUMNS).where(_BY_ID)
+_LOAD_LOCKED = {
+    "share": _LOAD.with_for_update(read=True),
+    "update": _LOAD.with_for_update(),
+}
+_EXISTS = select(exists().where(_BY_ID))
+_EXISTS_LOCKED = {
+    lock: select(SESSIONS.c.id).where(_BY_ID).with_for_update(read=lock == "share")
+    for lock in ("share", "update")
+}
+Lock = Literal["share", "update"]
+
+
+def record_of(row: Row[Any]) -> SessionRecord:
+    """A SessionRecord from a row of every session column (JSON columns as text), built
+    without validating again what was validated on write; the last run (a nested
+    record whose time is stored as text) is validated."""
+    return _record_from(dict(row._mapping))
+
+
+def _decoded(value: Any, id: str, column: str) -> Any:
+    if isinstance(value, str):
+        return decode_json(value, table=TABLE, key=id, column=column)
+    return value  # decoded by a PostgreSQL driver (RETURNING of a json column)
+
+
+def _record_from(values: dict[str, Any]) -> SessionRecord:
+    """A SessionRecord from every column of a session row, in table order."""
+    id = values["id"]
+    state = _decoded(values["state"], id, "state")
+    if type(state) is not dict:
+        raise _corrupt(id, "state", "is JSON but not an object")
+    values["state"] = state
+    last_run = _decoded(values["last_run"], id, "last_run")
+    if last_run is not None:
+        try:
+            last_run = RunSummary.model_validate(last_run)
+        except ValueError as error:
+            raise _corrupt(id, "last_run", f"is JSON but not a run summary ({error})") from None
+    values["last_run"] = last_run
+    return from_stored(SessionRecord, values)
+
+
+def _corrupt(id: str, column: str, problem: str) -> CorruptRecordError:
+    return CorruptRecordError(
+        f"{TABLE} row {id!r}: column {column} {problem}; it was written by something "
+        "other than agentledger",
+        table=TABLE,
+        key=id,
+        column=column,
+    )
+
+
+def summary_of(row: Sequence[Any]) -> SessionSummary:
+    """A SessionSummary from a row of ``SUMMARY_COLUMNS``; title falls back to the preview."""
+    (id, title, preview, app_name, user_id, model, status, *counts, created_at, updated_at) = row
+    values = {
+        "id": id,
+        "title": title or preview,
+        "app_name": app_name,
+        "user_id": user_id,
+        "model": model,
+        "status": status,
+        **dict(zip(_COUNTS, counts, strict=True)),
+        "created_at": created_at,
+        "updated_at": updated_at,
+    }
+    return from_stored(SessionSummary, values)
+
+
+def load_record(session: Session, id: str, *, lock: Lock | None = None) -> SessionRecord:
+    """The session ``id`` as a record; NotFoundError when it is not there.
+
+    With ``lock``, a locking read (FOR SHARE / FOR UPDATE; SQLite's write transactions
+    hold the database lock already): it sees the latest committed row even under
+    MariaDB's REPEATABLE READ, where a plain SELECT would reuse the first snapshot.
+    """
+    query = _LOAD if lock is None else _LOAD_LOCKED[lock]
+    row = session.connection().execute(query, {"id": id}).first()
+    if row is None:
+        raise NotFoundError(f"no session {id!r}", id=id)
+    return record_of(row)
+
+
+def session_exists(session: Session, id: str, *, lock: Lock | None = None) -> bool:
+    """Whether session ``id`` exists; with ``lock``, its row stays locked until commit."""
+    if lock is None:
+        return bool(session.connection().execute(_EXISTS, {"id": id}).scalar())
+    return session.connection().execute(_EXISTS_LOCKED[lock], {"id": id}).first() is not None
+
+
+class _AsStored(TypeDecorator[Any]):
+    """A column's own type on the way in; on the way out, the driver's value untouched
+    (JSON as text, or as PostgreSQL's drivers decoded it), so ``record_of`` decodes it
+    and can name a corrupt row."""
+
+    impl: TypeEngine[Any] | type[TypeEngine[Any]] = Text
+    cache_ok = True
+
+    def __init__(self, public: TypeEngine[Any]) -> None:
+        super().__init__()
+        self.impl = public
+
+    def result_processor(self, dialect: Dialect, coltype: object) -> None:
+        return None
+
+
+def _returning_table() -> Table:
+    """``agentledger_sessions`` again, from the public table's columns, for versioned
+    writes that read the row back in their own UPDATE (``RETURNING``) instead of a
+    SELECT after it.
+
+    Every column but the key and the version is marked as set by the server on UPDATE
+    (``FetchedValue``), so with ``eager_defaults`` the ORM returns each column the
+    write did not set. A private MetaData: this copy is never created, migrated or
+    compared; the public ``AgentSession`` mapping is unchanged.
+    """
+    columns = [
+        Column(
+            column.name,
+            _AsStored(column.type) if column.name in _JSON_COLUMNS else column.type,
+            key=column.key,
+            primary_key=column.primary_key,
+            server_onupdate=None if column.name in ("id", "revision") else FetchedValue(),
+        )
+        for column in SESSIONS.c
+    ]
+    return Table(TABLE, MetaData(), *columns)
+
+
+class _ReturningSession:
+    """A session row whose versioned UPDATE returns the columns it did not write."""
+
+    id: str
+    revision: int
+
+
+_RETURNING = _returning_table()
+registry().map_imperatively(
+    _ReturningSession, _RETURNING, version_id_col=_RETURNING.c.revision, eager_defaults=True
+)
+
+
+def versioned_row(session: Session, record: SessionRecord) -> Any:
+    """A session row the ORM treats as loaded at the record's revision, without a SELECT:
+    the next flush is ``UPDATE ... WHERE id = :id AND revision = :revision``. Where the
+    database can (``returns_from_update``), that UPDATE also returns every column it
+    does not set, for ``written_record``."""
+    for mapped in (AgentSession, _ReturningSession):
+        loaded = session.identity_map.get(session.identity_key(mapped, record.id))
+        if loaded is not None:
+            session.expunge(loaded)
+    cls = _ReturningSession if returns_from_update(session) else AgentSession
+    row = cls()
+    row.id, row.revision = record.id, record.revision
+    make_transient_to_detached(row)
+    session.add(row)
+    return row
+
+
+def written_record(session: Session, row: Any) -> SessionRecord:
+    """The session as a versioned write (``versioned_row`` + ``flush_versioned``) left
+    it: from what its UPDATE returned, else read back with a SELECT.
+
+    Exact either way: the UPDATE holds the row's lock until commit, and every column
+    comes from the database as of that UPDATE, including the counters, totals, status
+    and checkpoint pointer that step appends, finalize and checkpoints move without a
+    revision bump.
+    """
+    if not isinstance(row, _ReturningSession):
+        return load_record(session, row.id)
+    values = {column.key: getattr(row, column.key) for column in _RETURNING.c}
+    return _record_from(values)
+
+
+def flush_versioned(session: Session, record: SessionRecord) -> None:
+    """Flush a ``versioned_row`` change; a stale revision becomes ConflictError
+    (``stale``, or ``deleted`` when the session is gone)."""
+    with handled(is_stale_write, lambda: _stale_or_deleted(session, record)):
+        session.flush()
+
+
+def _stale_or_deleted(session: Session, record: SessionRecord) -> ConflictError:
+    session.rollback()
+    if session_exists(session, record.id):
+        return ConflictError(
+            f"session {record.id!r} changed since revision {record.revision}; "
+            "read it again and re-apply the change",
+            reason="stale",
+            id=record.id,
+            expected=record.revision,
+        )
+    return ConflictError(
+        f"session {record.id!r} was deleted by another writer", reason="deleted", id=record.id
+    )
