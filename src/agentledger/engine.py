@@ -2,6 +2,9 @@
 
 This is the engine set-up home of dialect differences:
 
+- URL facts are read here and nowhere else: which database a URL names
+  (``is_sqlite``), the file a SQLite URL names (``sqlite_file``) and whether two URLs
+  name one database (``same_database``).
 - A plain ``sqlite:///``, ``postgresql://`` or ``mysql://`` URL picks the driver that
   fits the API (pysqlite / aiosqlite, psycopg / asyncpg, PyMySQL / aiomysql), and a
   driver named for the other API is swapped for its twin.
@@ -102,6 +105,46 @@ def resolve_url(url: str | URL | None, *, asynchronous: bool) -> URL:
     else:
         driver = _TO_SYNC.get(driver, driver)
     return parsed.set(drivername=f"{backend}+{driver}")
+
+
+def is_sqlite(url: str | URL) -> bool:
+    """Whether the URL names a SQLite database (a file, in-memory or a ``file:`` URI)."""
+    return resolve_url(url, asynchronous=False).get_backend_name() == "sqlite"
+
+
+def sqlite_file(url: str | URL) -> str | None:
+    """The path of the file a SQLite URL names, as written in the URL; else None.
+
+    None for another database, for a private in-memory one (``sqlite://``,
+    ``sqlite:///:memory:``) and for a ``file:`` URI, whose path and options (a memdb
+    VFS, ``mode=memory``) SQLite reads itself. A path that is not None is where
+    connecting creates the file when it does not exist.
+    """
+    if not is_sqlite(url):
+        return None
+    database = resolve_url(url, asynchronous=False).database or ""
+    if database in ("", ":memory:") or database.startswith("file:"):
+        return None
+    return database
+
+
+def same_database(first: str | URL, second: str | URL) -> bool:
+    """Whether two URLs name one database, whatever their drivers.
+
+    SQLite files are compared by their real paths (``./a.db`` and ``/tmp/../tmp/a.db``
+    can be one file); ``file:`` URIs by their text; a private in-memory database is
+    never the same as another. Servers are compared by host, port and database name
+    (a PostgreSQL schema is the caller's to compare).
+    """
+    a, b = resolve_url(first, asynchronous=False), resolve_url(second, asynchronous=False)
+    if a.get_backend_name() != b.get_backend_name():
+        return False
+    if not is_sqlite(a):
+        return (a.host, a.port, a.database) == (b.host, b.port, b.database)
+    files = sqlite_file(a), sqlite_file(b)
+    if files[0] is not None and files[1] is not None:
+        return os.path.realpath(files[0]) == os.path.realpath(files[1])
+    return a.database == b.database and (a.database or "") not in ("", ":memory:")
 
 
 def validate_schema(schema: str | None, dialect_name: str) -> str | None:

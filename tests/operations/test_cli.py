@@ -384,7 +384,7 @@ def test_progress_is_drawn_only_on_a_terminal(
 ) -> None:
     terminal = _Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
-    monkeypatch.setattr("agentledger._cli_ops.time.monotonic", iter(range(0, 10_000, 5)).__next__)
+    monkeypatch.setattr("agentledger.cli.output.time.monotonic", iter(range(0, 10_000, 5)).__next__)
 
     assert main(["export", "--url", db, "-o", str(tmp_path / "x.jsonl")]) == EXIT_OK
 

@@ -1,0 +1,201 @@
+"""What every command shares: exit codes, the connection options, URL and schema
+resolution, opening a ledger, and the rule that turns an error into one line on stderr
+and an exit code (``run``)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import NoReturn, TypeAlias
+
+from .. import migrations
+from ..engine import DEFAULT_URL, URL_ENV, resolve_url, sqlite_file, validate_schema
+from ..errors import (
+    AgentLedgerError,
+    DatabaseUnavailableError,
+    InvalidIdError,
+    SchemaError,
+    ValidationError,
+)
+from ..ledger import Ledger
+from .output import error
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_SCHEMA = 3
+EXIT_UNAVAILABLE = 4
+EXIT_CONFLICTS = 5
+EXIT_INTERRUPTED = 130
+
+UNREACHABLE_HINT = (
+    f"check that the database server is running and that the URL (--url or ${URL_ENV}) "
+    "names the right host, port and database"
+)
+
+Handler = Callable[[argparse.Namespace], int]
+"""A command: reads its parsed arguments, returns the exit code."""
+
+_DURATION = re.compile(r"(\d+)\s*([smhdw])")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+class UsageError(Exception):
+    """A request the command line or the database cannot serve, reported like a usage
+    error (exit 2)."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors exit with ``EXIT_USAGE``."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print the usage and the message on stderr, then exit 2."""
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+Groups: TypeAlias = "argparse._SubParsersAction[Parser]"
+"""Where a command group adds its parser: ``parser.add_subparsers(...)``'s result."""
+
+
+def add_commands(parser: argparse.ArgumentParser) -> Groups:
+    """The sub-commands of ``parser`` (a group's commands, or the top-level groups)."""
+    return parser.add_subparsers(title="commands", metavar="COMMAND", parser_class=Parser)
+
+
+# --- running a command --------------------------------------------------------------------
+
+
+def run(handler: Handler, args: argparse.Namespace) -> int:
+    """Run a command; an error becomes one line on stderr (never a traceback, never a
+    password) and the exit code that names its kind."""
+    try:
+        return handler(args)
+    except KeyboardInterrupt:
+        error("interrupted")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `agentledger db sql | head`: the reader left; not our error
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_ERROR
+    except UsageError as exc:
+        error(str(exc))
+        return EXIT_USAGE
+    except (ValidationError, InvalidIdError) as exc:
+        error(one_line(exc))
+        return EXIT_USAGE
+    except DatabaseUnavailableError as exc:
+        error(f"{one_line(exc)}; to fix: {UNREACHABLE_HINT}")
+        return EXIT_UNAVAILABLE
+    except SchemaError as exc:
+        error(one_line(exc))
+        return EXIT_SCHEMA if exc.head is not None else EXIT_ERROR
+    except AgentLedgerError as exc:
+        error(one_line(exc))
+        return EXIT_ERROR
+
+
+def one_line(exc: AgentLedgerError) -> str:
+    """The error's first line, with its hint after ``; to fix:`` when it has one."""
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    hint = getattr(exc, "hint", None)
+    return f"{message}; to fix: {hint}" if hint else message
+
+
+# --- shared options -----------------------------------------------------------------------
+
+
+def add_connection_options(parser: argparse.ArgumentParser) -> None:
+    """``--url`` and ``--schema``: the database a command works on."""
+    parser.add_argument(
+        "--url",
+        help=f"database URL (default: ${URL_ENV}, else {DEFAULT_URL})",
+    )
+    parser.add_argument(
+        "--schema",
+        metavar="NAME",
+        help="PostgreSQL schema holding agentledger's tables (PostgreSQL only)",
+    )
+
+
+def add_batch(parser: argparse.ArgumentParser, default: int) -> None:
+    """``--batch N``: rows per batch."""
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=default,
+        metavar="N",
+        help=f"rows per batch (default {default})",
+    )
+
+
+def parse_duration(value: str) -> timedelta | None:
+    """``30d``, ``12h``, ``2w``... (seconds to weeks) as a timedelta; None when it is not
+    one."""
+    match = _DURATION.fullmatch(value.strip())
+    if match is None:
+        return None
+    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+
+
+# --- URLs, schemas and ledgers ------------------------------------------------------------
+
+
+def database_url(args: argparse.Namespace) -> str:
+    """--url, else $AGENTLEDGER_DATABASE_URL, else the local SQLite file."""
+    url: str = args.url or os.environ.get(URL_ENV) or DEFAULT_URL
+    resolve_url(url, asynchronous=False)  # an unusable URL is a usage error, before any I/O
+    return url
+
+
+def checked_schema(schema: str | None, url: str) -> str | None:
+    """The --schema value, refused as a usage error when invalid or off PostgreSQL."""
+    if schema is None:
+        return None
+    try:
+        return validate_schema(schema, resolve_url(url, asynchronous=False).get_backend_name())
+    except SchemaError as exc:
+        raise UsageError(one_line(exc)) from exc
+
+
+def connection_of(args: argparse.Namespace) -> tuple[str, str | None]:
+    """The URL and the checked schema that ``--url`` and ``--schema`` name."""
+    url = database_url(args)
+    return url, checked_schema(args.schema, url)
+
+
+def existing_database(url: str) -> str:
+    """The URL, refused before any I/O when it names a SQLite file that does not exist
+    (connecting would create an empty one)."""
+    path = sqlite_file(url)
+    if path is not None and not os.path.exists(path):
+        raise SchemaError(
+            f"there is no SQLite database at {path} (agentledger's tables are missing)",
+            head=migrations.head(),
+            hint=f"{migrations.upgrade_hint(url)} creates it; or pass --url, or set "
+            "AGENTLEDGER_DATABASE_URL, to use another database",
+        )
+    return url
+
+
+@contextmanager
+def open_ledger(url: str, schema: str | None) -> Iterator[Ledger]:
+    """A Ledger on ``url`` (checked by ``existing_database`` first) and --schema, closed
+    after use."""
+    ledger = Ledger(url, schema=checked_schema(schema, url))
+    try:
+        yield ledger
+    finally:
+        ledger.close()
+
+
+@contextmanager
+def ledger_of(args: argparse.Namespace) -> Iterator[Ledger]:
+    """The Ledger on the existing database that ``--url`` and ``--schema`` name."""
+    with open_ledger(existing_database(database_url(args)), args.schema) as ledger:
+        yield ledger

@@ -1,0 +1,254 @@
+"""``agentledger sessions ...``: list, show and delete, over the ledger's repositories and
+``agentledger.overview``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator
+
+from .. import overview
+from ..ledger import Ledger
+from ..records import Message, SessionSummary, Step
+from .common import EXIT_OK, Groups, UsageError, add_commands, add_connection_options, ledger_of
+from .output import (
+    TITLE_WIDTH,
+    byte_size,
+    clean,
+    content_text,
+    count,
+    say,
+    shorten,
+    shown,
+    table,
+    when,
+)
+
+MESSAGE_CHARS = 600
+"""Characters of a message shown by ``sessions show`` without ``--full``."""
+
+
+def add_sessions_group(groups: Groups) -> None:
+    """Add ``sessions`` and its commands."""
+    sessions = groups.add_parser(
+        "sessions",
+        help="list, show and delete sessions",
+        description="Look at the sessions a ledger holds.",
+    )
+    sessions.set_defaults(group_parser=sessions)
+    commands = add_commands(sessions)
+
+    listing = commands.add_parser("list", help="sessions, most recently updated first")
+    add_connection_options(listing)
+    listing.add_argument("--user", metavar="USER", help="only this user_id")
+    listing.add_argument("--app", metavar="APP", help="only this app_name")
+    listing.add_argument("--status", help="only this status (active, completed, failed...)")
+    listing.add_argument("--limit", type=int, default=20, help="at most this many (default 20)")
+    listing.add_argument("--json", action="store_true", help="a JSON array, for scripts")
+    listing.set_defaults(handler=_list)
+
+    show = commands.add_parser("show", help="one session: conversation, steps, grants, checkpoints")
+    add_connection_options(show)
+    show.add_argument("id", metavar="ID")
+    show.add_argument(
+        "--messages", type=int, default=100, metavar="N", help="last N messages (default 100)"
+    )
+    show.add_argument(
+        "--steps", type=int, default=20, metavar="N", help="last N steps (default 20)"
+    )
+    show.add_argument(
+        "--checkpoints", type=int, default=10, metavar="N", help="newest N checkpoints (default 10)"
+    )
+    show.add_argument("--full", action="store_true", help="print messages in full, not shortened")
+    show.set_defaults(handler=_show)
+
+    remove = commands.add_parser("delete", help="delete sessions with all their rows")
+    add_connection_options(remove)
+    remove.add_argument("ids", nargs="+", metavar="ID")
+    remove.set_defaults(handler=_delete)
+
+
+# --- list ---------------------------------------------------------------------------------
+
+
+def _list(args: argparse.Namespace) -> int:
+    if not 1 <= args.limit <= 100_000:
+        raise UsageError("--limit takes 1 to 100000")
+    with ledger_of(args) as ledger:
+        items = _summaries(ledger, args)
+        if args.json:
+            _write_json(items)
+            return EXIT_OK
+        rows = [
+            [
+                item.id,
+                shorten(item.title or "-", TITLE_WIDTH),
+                item.status,
+                f"{item.step_count:,}",
+                f"{item.total_tokens:,}",
+                when(item.updated_at),
+            ]
+            for item in items
+        ]
+    if not rows:
+        say("no sessions")
+        return EXIT_OK
+    header = ["ID", "TITLE", "STATUS", "STEPS", "TOKENS", "UPDATED (UTC)"]
+    table(header, rows, right={3, 4})
+    return EXIT_OK
+
+
+def _summaries(ledger: Ledger, args: argparse.Namespace) -> Iterator[SessionSummary]:
+    """Up to --limit summaries, newest first, page by page."""
+    left, cursor = args.limit, None
+    while left > 0:
+        page = ledger.sessions.list(
+            app_name=args.app,
+            user_id=args.user,
+            status=args.status,
+            limit=min(left, 1000),
+            cursor=cursor,
+        )
+        yield from page.items
+        left -= len(page.items)
+        cursor = page.next_cursor
+        if cursor is None:
+            return
+
+
+def _write_json(items: Iterator[SessionSummary]) -> None:
+    """A JSON array on stdout, one summary a line, written as the pages come."""
+    written = 0
+    sys.stdout.write("[")
+    for item in items:
+        sys.stdout.write(("," if written else "") + "\n  " + item.model_dump_json())
+        written += 1
+    sys.stdout.write("\n]\n" if written else "]\n")
+
+
+# --- show ---------------------------------------------------------------------------------
+
+
+def _show(args: argparse.Namespace) -> int:
+    with ledger_of(args) as ledger:
+        view = overview.session_overview(
+            ledger, args.id, messages=args.messages, steps=args.steps, checkpoints=args.checkpoints
+        )
+    record = view.session
+    fields = [
+        ("session", record.id),
+        ("title", record.title or record.preview or "-"),
+        ("status", f"{record.status}    model {record.model or '-'}"),
+        ("scope", f"app {record.app_name or '-'}    user {record.user_id or '-'}"),
+        ("created", f"{when(record.created_at)}    updated {when(record.updated_at)}"),
+        (
+            "tokens",
+            f"{record.input_tokens:,} in, {record.output_tokens:,} out, "
+            f"{record.total_tokens:,} total",
+        ),
+        ("revision", str(record.revision)),
+    ]
+    if record.last_run is not None:
+        run = record.last_run
+        ended = when(run.ended_at) if run.ended_at else "-"
+        error = f"    error {clean(run.error)}" if run.error else ""
+        fields.append(("last run", f"{run.status}    ended {ended}{error}"))
+    for name, value in fields:
+        say(f"{name:<9} {clean(value)}")
+    _show_messages(view.messages, record.message_count, args.full)
+    _show_steps(view.steps, record.step_count)
+    _show_grants(view)
+    _show_checkpoints(view)
+    return EXIT_OK
+
+
+def _show_messages(messages: list[Message], total: int, full: bool) -> None:
+    say("")
+    say(f"conversation: {count(total, 'message')}" + shown(len(messages), total, "last"))
+    for message in messages:
+        say(f"  [{message.seq}] {clean(message.role)}  {when(message.created_at)}")
+        text = content_text(message.content)
+        if not full:
+            text = shorten(text, MESSAGE_CHARS)
+        for line in text.splitlines() or [""]:
+            say(f"      {clean(line)}")
+
+
+def _show_steps(steps: list[Step], total: int) -> None:
+    say("")
+    say(f"steps: {total:,}" + shown(len(steps), total, "last"))
+    if not steps:
+        return
+    rows = []
+    for step in steps:
+        took = f"{(step.ended_at - step.started_at).total_seconds():.1f}s" if step.ended_at else "-"
+        rows.append(
+            [
+                str(step.seq),
+                clean(step.kind),
+                shorten(clean(step.name or step.model or "-"), 32),
+                f"{step.usage.input_tokens:,}",
+                f"{step.usage.output_tokens:,}",
+                f"{step.usage.total_tokens:,}",
+                when(step.started_at),
+                took,
+                shorten(clean(step.error or ""), 40),
+            ]
+        )
+    header = ["SEQ", "KIND", "NAME/MODEL", "IN", "OUT", "TOTAL", "STARTED", "TOOK", "ERROR"]
+    table(header, rows, right={0, 3, 4, 5, 7}, indent="  ")
+
+
+def _show_grants(view: overview.SessionOverview) -> None:
+    say("")
+    say(f"grants: {len(view.grants)} active")
+    rows = [
+        [
+            shorten(clean(grant.capability), 60),
+            clean(grant.granted_by or "-"),
+            when(grant.granted_at),
+            when(grant.expires_at) if grant.expires_at else "never",
+        ]
+        for grant in view.grants
+    ]
+    if rows:
+        table(["CAPABILITY", "BY", "GRANTED", "EXPIRES"], rows, indent="  ")
+
+
+def _show_checkpoints(view: overview.SessionOverview) -> None:
+    say("")
+    latest = view.session.latest_checkpoint_ref
+    say(f"checkpoints: {len(view.checkpoints)} unexpired shown, newest first")
+    rows = [
+        [
+            info.ref + (" *" if info.ref == latest else ""),
+            str(info.seq),
+            info.parent_ref or "-",
+            when(info.created_at),
+            when(info.expires_at) if info.expires_at else "never",
+            byte_size(info.size),
+        ]
+        for info in view.checkpoints
+    ]
+    if rows:
+        table(
+            ["REF (* latest)", "SEQ", "PARENT", "CREATED", "EXPIRES", "SIZE"],
+            rows,
+            right={1, 5},
+            indent="  ",
+        )
+
+
+# --- delete -------------------------------------------------------------------------------
+
+
+def _delete(args: argparse.Namespace) -> int:
+    with ledger_of(args) as ledger:
+        for id in args.ids:
+            record = ledger.sessions.get(id)
+            ledger.sessions.delete(id)
+            say(
+                f"deleted session {id} ({count(record.message_count, 'message')}, "
+                f"{count(record.step_count, 'step')}, with its grants and checkpoints)"
+            )
+    return EXIT_OK
