@@ -13,6 +13,7 @@ that yields a :class:`Harness` around your ledger::
 Needs pytest and an asyncio plugin (pytest-asyncio in auto mode).
 """
 
+from .bulk import BulkContract
 from .checkpoints import (
     CheckpointConcurrencyContract,
     CheckpointContract,
@@ -25,6 +26,7 @@ from .sessions import ConcurrencyContract, ListingContract, SessionContract, Uni
 from .steps import FinalizeContract, StepConcurrencyContract, StepContract, UsageContract
 
 __all__ = [
+    "BulkContract",
     "CheckpointConcurrencyContract",
     "CheckpointContract",
     "CheckpointExpiryContract",
