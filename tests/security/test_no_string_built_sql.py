@@ -16,7 +16,6 @@ REVIEWED = {
     ("engine.py", "_on_sqlite_connect"): "PRAGMA with an int constant (no bind for PRAGMA)",
     ("engine.py", "sqlite_migration_connection"): "PRAGMA ON/OFF chosen by a bool",
     ("migrations/environment.py", "_create_schema"): "a validated identifier, quoted",
-    ("testing/checkpoints.py", "_explain"): "test suite: EXPLAIN of a statement we captured",
 }
 
 
