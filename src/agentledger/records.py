@@ -8,7 +8,6 @@ writes, so an edited copy is checked when it is saved.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, Literal, TypeVar
 
@@ -324,8 +323,7 @@ class SessionOverview(Record):
     checkpoints: list[CheckpointInfo]
 
 
-@dataclass(frozen=True)
-class SessionSelection:
+class SessionSelection(Record):
     """Which sessions a bulk operation covers (export, copy, purge): every filter given
     must hold. ``updated_since`` is inclusive, ``updated_before`` exclusive."""
 

@@ -4,6 +4,7 @@ its own (README's Layout; /work/shared/architecture.json is the drawing)."""
 from __future__ import annotations
 
 import ast
+import re
 from functools import cache
 from pathlib import Path
 
@@ -152,3 +153,42 @@ def test_the_repositories_never_import_the_ledger_or_the_unit_of_work() -> None:
         or target.startswith(("agentledger.transfer", "agentledger.cli."))
     }
     assert not upward
+
+
+def test_every_public_name_has_a_docstring() -> None:
+    missing = []
+    for module, path in modules().items():
+        tree = ast.parse(path.read_text())
+        if not ast.get_docstring(tree):
+            missing.append(module)
+        stack: list[tuple[str, list[ast.stmt]]] = [(module, tree.body)]
+        while stack:
+            prefix, body = stack.pop()
+            for node in body:
+                if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                    continue
+                if node.name.startswith(("_", "test_")):
+                    continue  # private, or a contract test (its name is its specification)
+                if not ast.get_docstring(node):
+                    missing.append(f"{prefix}.{node.name}")
+                if isinstance(node, ast.ClassDef):
+                    stack.append((f"{prefix}.{node.name}", node.body))
+    assert not missing
+
+
+DIALECT_HOMES = {"engine.py", "_dialects.py", "_translate.py", "types.py"}
+"""The modules where a dialect decides something, each saying why (README: Layout)."""
+
+
+def test_dialect_decisions_are_taken_only_in_their_four_modules() -> None:
+    decision = re.compile(
+        r"(dialect\.name|get_backend_name\(\)|dialect_name)\s*(==|!=|\bin\b|\bnot in\b)"
+    )
+    found = [
+        f"{path.relative_to(PACKAGE)}:{number}: {line.strip()}"
+        for path in modules().values()
+        if path.name not in DIALECT_HOMES
+        for number, line in enumerate(path.read_text().splitlines(), start=1)
+        if decision.search(line)
+    ]
+    assert not found

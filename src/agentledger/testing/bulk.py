@@ -10,8 +10,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from ..errors import NotFoundError, ValidationError
-from ..records import CheckpointPayload, NewStep, SessionSelection
+from agentledger import (
+    CheckpointPayload,
+    NewStep,
+    NotFoundError,
+    SessionSelection,
+    ValidationError,
+)
+
 from .harness import Harness
 
 EMPTY = CheckpointPayload()

@@ -47,6 +47,7 @@ class SettableClock:
         return self.now
 
     def advance(self, delta: timedelta) -> None:
+        """Move the clock forward by ``delta``."""
         self.now += delta
 
 
