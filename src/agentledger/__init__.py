@@ -41,6 +41,7 @@ from .records import (
     Step,
     TokenUsage,
 )
+from .retention import PurgePolicy
 from .uow import AsyncUnitOfWork, UnitOfWork
 
 __all__ = [
@@ -71,6 +72,7 @@ __all__ = [
     "Page",
     "PendingToolCall",
     "PermissionDeniedError",
+    "PurgePolicy",
     "RunSummary",
     "SchemaError",
     "SessionOverview",

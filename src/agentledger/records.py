@@ -333,27 +333,31 @@ class SessionSelection(Record):
     updated_since: datetime | None = None
     updated_before: datetime | None = None
 
-    @classmethod
-    def of(
-        cls,
+    def __init__(
+        self,
         *,
         session_ids: Sequence[str] | None = None,
         app_name: str | None = None,
         user_id: str | None = None,
         updated_since: datetime | None = None,
         updated_before: datetime | None = None,
-    ) -> SessionSelection:
-        """A selection from a caller's filters, each checked (ValidationError naming it)."""
-        if isinstance(session_ids, str):
+    ) -> None:
+        """Each filter is checked here, before any SQL (ValidationError naming it)."""
+        if isinstance(session_ids, str | bytes) or not isinstance(session_ids, Sequence | None):
             raise ValidationError("session_ids takes a list of ids", path="session_ids")
-        return cls(
-            session_ids=None if session_ids is None else tuple(map(validate_id, session_ids)),
-            app_name=None if app_name is None else validate_id(app_name, what="app_name"),
-            user_id=None if user_id is None else validate_id(user_id, what="user_id"),
-            updated_since=None
-            if updated_since is None
-            else utc(updated_since, field="updated_since"),
-            updated_before=None
-            if updated_before is None
-            else utc(updated_before, field="updated_before"),
-        )
+        values: dict[str, Any] = {
+            "session_ids": None if session_ids is None else tuple(map(validate_id, session_ids)),
+            "app_name": None if app_name is None else validate_id(app_name, what="app_name"),
+            "user_id": None if user_id is None else validate_id(user_id, what="user_id"),
+            "updated_since": _instant(updated_since, "updated_since"),
+            "updated_before": _instant(updated_before, "updated_before"),
+        }
+        super().__init__(**values)
+
+
+def _instant(value: object, field: str) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise ValidationError(f"{field} must be a datetime, got {type(value).__name__}", path=field)
+    return utc(value, field=field)

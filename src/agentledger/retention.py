@@ -100,43 +100,47 @@ ItemCallback = Callable[[PurgeItem], None]
 
 
 @dataclass(frozen=True)
-class _Policy:
-    older_than: timedelta | None
-    expired_checkpoints: bool
-    keep_checkpoints: int | None
-    app_name: str | None
-    user_id: str | None
+class PurgePolicy:
+    """What a purge deletes: any of three rules, limited to one app's or one user's
+    sessions (see the module docstring). Checked when made (ValidationError naming the
+    option), so a bad policy is refused before anything is read.
 
-    @classmethod
-    def of(
-        cls,
-        older_than: timedelta | None,
-        expired_checkpoints: bool,
-        keep_checkpoints: int | None,
-        app_name: str | None,
-        user_id: str | None,
-    ) -> _Policy:
+    Attributes:
+        older_than: sessions not updated for this long go, with all their rows.
+        expired_checkpoints: expired checkpoints go.
+        keep_checkpoints: in each session, only the newest K unexpired checkpoints stay.
+        app_name: only this app's sessions.
+        user_id: only this user's sessions.
+    """
+
+    older_than: timedelta | None = None
+    expired_checkpoints: bool = False
+    keep_checkpoints: int | None = None
+    app_name: str | None = None
+    user_id: str | None = None
+
+    def __post_init__(self) -> None:
+        older_than = self.older_than
         if older_than is not None and (
             not isinstance(older_than, timedelta) or older_than <= timedelta(0)
         ):
             raise ValidationError(
                 f"older_than must be a positive timedelta, got {older_than!r}", path="older_than"
             )
-        if keep_checkpoints is not None:
-            bounded_int(keep_checkpoints, "keep_checkpoints")
-        if not isinstance(expired_checkpoints, bool):
-            raise ValidationError("expired_checkpoints must be True or False")
-        if older_than is None and keep_checkpoints is None and not expired_checkpoints:
+        if self.keep_checkpoints is not None:
+            bounded_int(self.keep_checkpoints, "keep_checkpoints")
+        if not isinstance(self.expired_checkpoints, bool):
+            raise ValidationError(
+                "expired_checkpoints must be True or False", path="expired_checkpoints"
+            )
+        if older_than is None and self.keep_checkpoints is None and not self.expired_checkpoints:
             raise ValidationError(
                 "nothing to purge: give older_than, expired_checkpoints or keep_checkpoints"
             )
-        return cls(
-            older_than=older_than,
-            expired_checkpoints=expired_checkpoints,
-            keep_checkpoints=keep_checkpoints,
-            app_name=None if app_name is None else validate_id(app_name, what="app_name"),
-            user_id=None if user_id is None else validate_id(user_id, what="user_id"),
-        )
+        for name in ("app_name", "user_id"):
+            value = getattr(self, name)
+            if value is not None:
+                validate_id(value, what=name)
 
 
 @dataclass
@@ -154,7 +158,7 @@ class _Purge:
     def __init__(
         self,
         ledger: Host,
-        policy: _Policy,
+        policy: PurgePolicy,
         *,
         apply: bool,
         batch: int,
@@ -338,48 +342,42 @@ class Retention:
 
     def plan_purge(
         self,
+        policy: PurgePolicy,
         *,
-        older_than: timedelta | None = None,
-        expired_checkpoints: bool = False,
-        keep_checkpoints: int | None = None,
-        app_name: str | None = None,
-        user_id: str | None = None,
         batch: int = DEFAULT_BATCH,
         on_item: ItemCallback | None = None,
     ) -> PurgeReport:
-        """What ``purge`` with the same rules would delete now, item by item to
-        ``on_item``; changes nothing (a dry run).
+        """What ``purge(policy)`` would delete now, item by item to ``on_item``;
+        changes nothing (a dry run).
 
         Raises:
-            ValidationError: no rule given, or a bad one.
+            ValidationError: ``policy`` is not a PurgePolicy, or a bad batch.
         """
-        policy = _Policy.of(older_than, expired_checkpoints, keep_checkpoints, app_name, user_id)
         return self._run(policy, apply=False, batch=batch, on_item=on_item)
 
     def purge(
         self,
+        policy: PurgePolicy,
         *,
-        older_than: timedelta | None = None,
-        expired_checkpoints: bool = False,
-        keep_checkpoints: int | None = None,
-        app_name: str | None = None,
-        user_id: str | None = None,
         batch: int = DEFAULT_BATCH,
         on_item: ItemCallback | None = None,
     ) -> PurgeReport:
-        """Delete what the rules select, ``batch`` rows per transaction, each item to
+        """Delete what ``policy`` selects, ``batch`` rows per transaction, each item to
         ``on_item`` as it goes. On SQLite the report says how much free space the file
         now holds (``vacuum`` gives it back).
 
         Raises:
-            ValidationError: no rule given, or a bad one.
+            ValidationError: ``policy`` is not a PurgePolicy, or a bad batch.
         """
-        policy = _Policy.of(older_than, expired_checkpoints, keep_checkpoints, app_name, user_id)
         return self._run(policy, apply=True, batch=batch, on_item=on_item)
 
     def _run(
-        self, policy: _Policy, *, apply: bool, batch: int, on_item: ItemCallback | None
+        self, policy: PurgePolicy, *, apply: bool, batch: int, on_item: ItemCallback | None
     ) -> PurgeReport:
+        if not isinstance(policy, PurgePolicy):
+            raise ValidationError(
+                f"policy must be a PurgePolicy, got {type(policy).__name__}", path="policy"
+            )
         size = bounded_int(batch, "batch", low=1, high=MAX_BATCH)
         return _Purge(self._ledger, policy, apply=apply, batch=size, on_item=on_item).run()
 
@@ -420,60 +418,34 @@ class AsyncRetention:
     # (generated by tools/generate_async.py; do not edit by hand)
     async def plan_purge(
         self,
+        policy: PurgePolicy,
         *,
-        older_than: timedelta | None = None,
-        expired_checkpoints: bool = False,
-        keep_checkpoints: int | None = None,
-        app_name: str | None = None,
-        user_id: str | None = None,
         batch: int = DEFAULT_BATCH,
         on_item: ItemCallback | None = None,
     ) -> PurgeReport:
-        """What ``purge`` with the same rules would delete now, item by item to
-        ``on_item``; changes nothing (a dry run).
+        """What ``purge(policy)`` would delete now, item by item to ``on_item``;
+        changes nothing (a dry run).
 
         Raises:
-            ValidationError: no rule given, or a bad one.
+            ValidationError: ``policy`` is not a PurgePolicy, or a bad batch.
         """
-        return await spawn(
-            self._proxied.plan_purge,
-            older_than=older_than,
-            expired_checkpoints=expired_checkpoints,
-            keep_checkpoints=keep_checkpoints,
-            app_name=app_name,
-            user_id=user_id,
-            batch=batch,
-            on_item=on_item,
-        )
+        return await spawn(self._proxied.plan_purge, policy, batch=batch, on_item=on_item)
 
     async def purge(
         self,
+        policy: PurgePolicy,
         *,
-        older_than: timedelta | None = None,
-        expired_checkpoints: bool = False,
-        keep_checkpoints: int | None = None,
-        app_name: str | None = None,
-        user_id: str | None = None,
         batch: int = DEFAULT_BATCH,
         on_item: ItemCallback | None = None,
     ) -> PurgeReport:
-        """Delete what the rules select, ``batch`` rows per transaction, each item to
+        """Delete what ``policy`` selects, ``batch`` rows per transaction, each item to
         ``on_item`` as it goes. On SQLite the report says how much free space the file
         now holds (``vacuum`` gives it back).
 
         Raises:
-            ValidationError: no rule given, or a bad one.
+            ValidationError: ``policy`` is not a PurgePolicy, or a bad batch.
         """
-        return await spawn(
-            self._proxied.purge,
-            older_than=older_than,
-            expired_checkpoints=expired_checkpoints,
-            keep_checkpoints=keep_checkpoints,
-            app_name=app_name,
-            user_id=user_id,
-            batch=batch,
-            on_item=on_item,
-        )
+        return await spawn(self._proxied.purge, policy, batch=batch, on_item=on_item)
 
     async def vacuum(self) -> VacuumReport:
         """SQLite: rebuild the file without its free pages (needs the database's size

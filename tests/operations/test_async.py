@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from agentledger import AsyncLedger, migrations
-from agentledger.retention import PurgeItem
+from agentledger.retention import PurgeItem, PurgePolicy
 from agentledger.transfer import files
 
 from ..databases import dialect_params, scratch_database
@@ -52,8 +52,12 @@ async def test_purge_and_vacuum_on_the_async_api(tmp_path: Path) -> None:
     planned: list[PurgeItem] = []
     deleted: list[PurgeItem] = []
     async with AsyncLedger(url, clock=clock) as ledger:
-        await ledger.retention.plan_purge(older_than=timedelta(days=30), on_item=planned.append)
-        report = await ledger.retention.purge(older_than=timedelta(days=30), on_item=deleted.append)
+        await ledger.retention.plan_purge(
+            PurgePolicy(older_than=timedelta(days=30)), on_item=planned.append
+        )
+        report = await ledger.retention.purge(
+            PurgePolicy(older_than=timedelta(days=30)), on_item=deleted.append
+        )
         sizes = await ledger.retention.vacuum()
 
     assert deleted == planned and report.sessions == 5

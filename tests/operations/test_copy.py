@@ -12,7 +12,14 @@ import pytest
 from sqlalchemy import create_engine, insert
 from sqlalchemy.pool import NullPool
 
-from agentledger import AgentSession, AgentStep, CorruptRecordError, ValidationError, migrations
+from agentledger import (
+    AgentSession,
+    AgentStep,
+    CorruptRecordError,
+    SessionSelection,
+    ValidationError,
+    migrations,
+)
 from agentledger.transfer import Progress
 
 from ..databases import dialect_params, scratch_database
@@ -182,7 +189,7 @@ def test_copy_of_a_selection_carries_only_those_sessions(many: str, tmp_path: Pa
     target = f"sqlite:///{tmp_path / 'target.db'}"
     migrations.upgrade(target)
     with ledger_at(many) as source, ledger_at(target) as writer:
-        report = source.transfer.copy_to(writer, user_id="user-1")
+        report = source.transfer.copy_to(writer, selection=SessionSelection(user_id="user-1"))
 
     stored = snapshot(target)
     assert report.tables["sessions"].inserted == 4

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import URL
 
-from agentledger import Ledger, ValidationError, migrations
+from agentledger import Ledger, SessionSelection, ValidationError, migrations
+from agentledger.retention import PurgePolicy
 
 from ..databases import dialect_params, scratch_database
 from ._data import counts, ledger_at, populate, snapshot
@@ -182,8 +183,12 @@ def test_an_import_adds_what_is_missing_and_keeps_what_is_there(
 
 def test_export_of_one_session_or_a_user_holds_only_their_rows(source: str, tmp_path: Path) -> None:
     with ledger_at(source) as ledger:
-        one = ledger.transfer.export_jsonl(tmp_path / "one.jsonl", session_ids=["s-rich"])
-        user = ledger.transfer.export_jsonl(tmp_path / "user.jsonl", user_id="user-2")
+        one = ledger.transfer.export_jsonl(
+            tmp_path / "one.jsonl", selection=SessionSelection(session_ids=["s-rich"])
+        )
+        user = ledger.transfer.export_jsonl(
+            tmp_path / "user.jsonl", selection=SessionSelection(user_id="user-2")
+        )
 
     assert one.rows == {"sessions": 1, "messages": 2, "steps": 2, "grants": 2, "checkpoints": 3}
     assert user.rows == {"sessions": 3, "messages": 3, "steps": 6, "grants": 0, "checkpoints": 0}
@@ -284,7 +289,7 @@ def test_a_row_that_breaks_the_rules_is_refused_before_any_write(
 ) -> None:
     stream = io.StringIO()
     with ledger_at(source) as ledger:
-        ledger.transfer.export_jsonl(stream, session_ids=["s-empty"])
+        ledger.transfer.export_jsonl(stream, selection=SessionSelection(session_ids=["s-empty"]))
     lines = [json.loads(line) for line in stream.getvalue().splitlines()]
     lines[1]["session"][field] = value
     file = tmp_path / "bad.jsonl"
@@ -353,6 +358,6 @@ def test_export_import_copy_and_purge_work_in_a_postgresql_schema(
             assert a.transfer.copy_to(b).inserted == 23
             stream = io.StringIO()
             assert b.transfer.export_jsonl(stream).rows["steps"] == 8
-            assert b.retention.purge(keep_checkpoints=0).checkpoints == 3
+            assert b.retention.purge(PurgePolicy(keep_checkpoints=0)).checkpoints == 3
             assert b.sessions.get("s-rich").latest_checkpoint_ref is None
             assert a.sessions.get("s-rich").latest_checkpoint_ref is not None

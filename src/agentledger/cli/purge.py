@@ -112,7 +112,7 @@ def _purge_rules(ledger: Ledger, args: argparse.Namespace, rules: dict[str, Any]
                 progress(Progress(done=deleted, total=None, unit="rows"))
 
         run = ledger.retention.plan_purge if args.dry_run else ledger.retention.purge
-        report = run(batch=args.batch, on_item=on_item, **rules)
+        report = run(retention.PurgePolicy(**rules), batch=args.batch, on_item=on_item)
     what = (
         f"{count(report.sessions, 'session')} ({count(report.messages, 'message')}, "
         f"{count(report.steps, 'step')}) and "

@@ -7,9 +7,9 @@ import argparse
 import os
 import sys
 from datetime import UTC, datetime
-from typing import Any
 
 from .. import transfer
+from ..records import SessionSelection
 from .common import (
     EXIT_CONFLICTS,
     EXIT_OK,
@@ -89,14 +89,14 @@ def _add_selection(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _selection(args: argparse.Namespace) -> dict[str, Any]:
-    """The keyword arguments of export_jsonl and copy_ledger that choose the sessions."""
-    return {
-        "session_ids": args.sessions,
-        "app_name": args.app,
-        "user_id": args.user,
-        "updated_since": _since(args.since) if args.since else None,
-    }
+def _selection(args: argparse.Namespace) -> SessionSelection:
+    """The sessions an export or a copy carries."""
+    return SessionSelection(
+        session_ids=args.sessions,
+        app_name=args.app,
+        user_id=args.user,
+        updated_since=_since(args.since) if args.since else None,
+    )
 
 
 def _since(value: str) -> datetime:
@@ -120,7 +120,7 @@ def _export(args: argparse.Namespace) -> int:
     destination: transfer.Destination = args.output or sys.stdout
     with ledger_of(args) as ledger, progress_line("export") as progress:
         report = ledger.transfer.export_jsonl(
-            destination, batch=args.batch, progress=progress, **selection
+            destination, selection=selection, batch=args.batch, progress=progress
         )
     counts = ", ".join(count(number, name[:-1]) for name, number in report.rows.items())
     where = f" to {report.destination}" if report.destination else ""
@@ -151,7 +151,9 @@ def _copy(args: argparse.Namespace) -> int:
         open_ledger(target_url, args.to_schema) as target,
         progress_line("copy") as progress,
     ):
-        report = source.transfer.copy_to(target, batch=args.batch, progress=progress, **selection)
+        report = source.transfer.copy_to(
+            target, selection=selection, batch=args.batch, progress=progress
+        )
     return _report(report)
 
 

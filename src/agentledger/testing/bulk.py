@@ -60,14 +60,14 @@ class BulkContract:
         for name in ("a", "b", "c"):
             await ledger.sessions.create(name)
         cutoff = datetime.now(UTC) + timedelta(days=1)
-        selection = SessionSelection.of(updated_before=cutoff)
+        selection = SessionSelection(updated_before=cutoff)
         first = await ledger.sessions.stale(selection, limit=2)
         rest = await ledger.sessions.stale(
             selection, after=(first[-1].updated_at, first[-1].id), limit=2
         )
         assert sorted(s.id for s in first + rest) == ["a", "b", "c"]
         assert [s.updated_at for s in first] == sorted(s.updated_at for s in first)
-        assert await ledger.sessions.stale(SessionSelection.of(updated_before=FAR_PAST)) == []
+        assert await ledger.sessions.stale(SessionSelection(updated_before=FAR_PAST)) == []
 
     async def test_delete_stale_deletes_only_sessions_still_not_updated(
         self, harness: Harness
@@ -131,7 +131,7 @@ class BulkContract:
         for name in ("a", "b"):
             await ledger.checkpoints.save(name, EMPTY, ttl=timedelta(seconds=1))
         later = datetime.now(UTC) + timedelta(minutes=1)
-        mine = SessionSelection.of(app_name="app-1")
+        mine = SessionSelection(app_name="app-1")
         found = await ledger.checkpoints.expired(mine, at=later)
         assert [c.session_id for c in found] == ["a"]
         assert await ledger.checkpoints.expired(mine) == []  # not yet expired now

@@ -7,8 +7,7 @@ file I/O goes to a worker thread there (see ``files``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
-from datetime import datetime
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from .. import migrations
@@ -65,26 +64,21 @@ class Transfer:
         self,
         destination: Destination,
         *,
-        session_ids: Sequence[str] | None = None,
-        app_name: str | None = None,
-        user_id: str | None = None,
-        updated_since: datetime | None = None,
+        selection: SessionSelection | None = None,
         batch: int = DEFAULT_BATCH,
         progress: ProgressCallback | None = None,
     ) -> ExportReport:
         """Write the ledger's rows (every table) to ``destination`` as JSON Lines.
 
-        Reads one snapshot, page by page, in constant memory. Without filters, everything;
-        with them, the matching sessions and all their rows. A path is written under a
-        temporary name and renamed when complete; a ``.gz`` path is compressed.
+        Reads one snapshot, page by page, in constant memory. Without a ``selection``,
+        everything; with one, the sessions it picks and all their rows. A path is written
+        under a temporary name and renamed when complete; a ``.gz`` path is compressed.
 
         Raises:
             SchemaError: the database is not at this package's head.
             CorruptRecordError: a stored JSON value does not decode (never skipped).
         """
-        selection = SessionSelection.of(
-            session_ids=session_ids, app_name=app_name, user_id=user_id, updated_since=updated_since
-        )
+        selection = _selection(selection)
         size = bounded_int(batch, "batch", low=1, high=MAX_BATCH)
         ledger = self._ledger
         with (
@@ -119,6 +113,9 @@ class Transfer:
                 "user_id": selection.user_id,
                 "updated_since": format_time(selection.updated_since)
                 if selection.updated_since
+                else None,
+                "updated_before": format_time(selection.updated_before)
+                if selection.updated_before
                 else None,
             },
         }
@@ -156,14 +153,12 @@ class Transfer:
         self,
         target: Host,
         *,
-        session_ids: Sequence[str] | None = None,
-        app_name: str | None = None,
-        user_id: str | None = None,
-        updated_since: datetime | None = None,
+        selection: SessionSelection | None = None,
         batch: int = DEFAULT_BATCH,
         progress: ProgressCallback | None = None,
     ) -> ImportReport:
-        """Copy every row (or the selected sessions' rows) of this ledger to ``target``.
+        """Copy every row (or the rows of the sessions ``selection`` picks) of this
+        ledger to ``target``.
 
         Reads one snapshot of this ledger in constant memory; writes one transaction per
         page of whole sessions, matching rows as ``import_jsonl`` does. Interrupted and
@@ -173,9 +168,7 @@ class Transfer:
             ValidationError: source and target are the same database.
             SchemaError: either database is not at this package's head.
         """
-        selection = SessionSelection.of(
-            session_ids=session_ids, app_name=app_name, user_id=user_id, updated_since=updated_since
-        )
+        selection = _selection(selection)
         size = bounded_int(batch, "batch", low=1, high=MAX_BATCH)
         source = self._ledger
         if source.settings.schema == target.settings.schema and same_database(
@@ -204,6 +197,17 @@ class Transfer:
     def _applier(self) -> Applier:
         ledger = self._ledger
         return Applier(lambda: ledger._transaction(writes=True), ledger.settings.limits)
+
+
+def _selection(selection: object) -> SessionSelection:
+    if selection is None:
+        return SessionSelection()
+    if not isinstance(selection, SessionSelection):
+        raise ValidationError(
+            f"selection must be a SessionSelection, got {type(selection).__name__}",
+            path="selection",
+        )
+    return selection
 
 
 class _Importer:
@@ -288,18 +292,15 @@ class AsyncTransfer:
         self,
         destination: Destination,
         *,
-        session_ids: Sequence[str] | None = None,
-        app_name: str | None = None,
-        user_id: str | None = None,
-        updated_since: datetime | None = None,
+        selection: SessionSelection | None = None,
         batch: int = DEFAULT_BATCH,
         progress: ProgressCallback | None = None,
     ) -> ExportReport:
         """Write the ledger's rows (every table) to ``destination`` as JSON Lines.
 
-        Reads one snapshot, page by page, in constant memory. Without filters, everything;
-        with them, the matching sessions and all their rows. A path is written under a
-        temporary name and renamed when complete; a ``.gz`` path is compressed.
+        Reads one snapshot, page by page, in constant memory. Without a ``selection``,
+        everything; with one, the sessions it picks and all their rows. A path is written
+        under a temporary name and renamed when complete; a ``.gz`` path is compressed.
 
         Raises:
             SchemaError: the database is not at this package's head.
@@ -308,10 +309,7 @@ class AsyncTransfer:
         return await spawn(
             self._proxied.export_jsonl,
             destination,
-            session_ids=session_ids,
-            app_name=app_name,
-            user_id=user_id,
-            updated_since=updated_since,
+            selection=selection,
             batch=batch,
             progress=progress,
         )
@@ -342,30 +340,16 @@ class AsyncTransfer:
         self,
         target: AsyncHost,
         *,
-        session_ids: Sequence[str] | None = None,
-        app_name: str | None = None,
-        user_id: str | None = None,
-        updated_since: datetime | None = None,
+        selection: SessionSelection | None = None,
         batch: int = DEFAULT_BATCH,
         progress: ProgressCallback | None = None,
     ) -> ImportReport:
-        """Copy every row (or the selected sessions' rows) of this ledger to ``target``.
-
-        Reads one snapshot of this ledger in constant memory; writes one transaction per
-        page of whole sessions, matching rows as ``import_jsonl`` does. Interrupted and
-        run again, it skips what is there and ends with exactly one copy of every row.
-
-        Raises:
-            ValidationError: source and target are the same database.
-            SchemaError: either database is not at this package's head.
-        """
+        """Copy every row (or the rows of the sessions ``selection`` picks) of this
+        ledger to ``target`` (an AsyncLedger), as ``Transfer.copy_to`` does."""
         return await spawn(
             self._proxied.copy_to,
             target.sync_ledger,
-            session_ids=session_ids,
-            app_name=app_name,
-            user_id=user_id,
-            updated_since=updated_since,
+            selection=selection,
             batch=batch,
             progress=progress,
         )
