@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session
 
 from . import migrations
 from ._concurrency import BLOCKING, GREENLET, Waits, async_context, await_, spawn
+from ._dialects import snapshot_read_options
 from ._json import Limits
 from ._probe import probe
 from ._retry import TRANSIENT_RETRIES, is_transient, retrying, should_retry
@@ -39,16 +40,20 @@ from .engine import (
 )
 from .errors import DatabaseError, UsageError, ValidationError
 from .repositories import (
+    AppStateRepository,
+    AsyncAppStateRepository,
     AsyncCheckpointRepository,
     AsyncGrantRepository,
     AsyncMessageRepository,
     AsyncSessionRepository,
     AsyncStepRepository,
+    AsyncUserStateRepository,
     CheckpointRepository,
     GrantRepository,
     MessageRepository,
     SessionRepository,
     StepRepository,
+    UserStateRepository,
 )
 from .repositories._base import Settings, Work
 from .uow import ASYNC_SESSION_KEY, AsyncUnitOfWork, UnitOfWork
@@ -141,6 +146,10 @@ class Ledger:
         """Grant operations, each in its own transaction."""
         self.checkpoints = CheckpointRepository(self)
         """Checkpoint operations, each in its own transaction."""
+        self.app_state = AppStateRepository(self)
+        """App state operations (state shared by an application's sessions)."""
+        self.user_state = UserStateRepository(self)
+        """User state operations (state shared by one user's sessions of an application)."""
 
     @classmethod
     def in_memory(cls, *, clock: Clock | None = None, limits: Limits | None = None) -> Ledger:
@@ -199,6 +208,13 @@ class Ledger:
             False: self._engine.execution_options(**options(writes=False), **self._read_options),
         }
 
+    def _snapshot_bind(self) -> Engine:
+        """The engine with the options of a read-only unit of work: one snapshot."""
+        options = self.settings.execution_options(writes=False)
+        return self._engine.execution_options(
+            **options, **snapshot_read_options(self._engine.dialect.name)
+        )
+
     def upgrade(self, revision: str = "head") -> None:
         """Apply agentledger's migrations up to ``revision``."""
         self._check_open()
@@ -229,16 +245,19 @@ class Ledger:
         writes: bool,
         join: Connection | Session | None = None,
         session_factory: SessionFactory | None = None,
+        snapshot: bool = False,
     ) -> Work:
         """A transaction, not begun yet. A unit of work's Session comes from the ledger's
         session factory (the async API puts an AsyncSession in front of it); a single
-        operation's is a plain Session."""
+        operation's is a plain Session. ``snapshot``: a read-only transaction that sees
+        one consistent snapshot."""
         self._ensure_ready()
         make_session = session_factory or self._session_factory
         options: dict[str, Any] = {"expire_on_commit": False, "autoflush": False}
         if join is None:
-            session = make_session(bind=self._bind[writes], **options)
-            return Work(session, self.settings, writes=writes, joined=False)
+            bind = self._snapshot_bind() if snapshot else self._bind[writes]
+            session = make_session(bind=bind, **options)
+            return Work(session, self.settings, writes=writes, joined=False, snapshot=snapshot)
         if isinstance(join, Session):
             join.flush()
             join = join.connection()
@@ -265,10 +284,22 @@ class Ledger:
         )
 
     @contextmanager
-    def unit_of_work(self, *, join: Connection | Session | None = None) -> Iterator[UnitOfWork]:
-        """One write transaction; with ``join``, a SAVEPOINT in the caller's transaction."""
+    def unit_of_work(
+        self, *, join: Connection | Session | None = None, readonly: bool = False
+    ) -> Iterator[UnitOfWork]:
+        """One write transaction; with ``join``, a SAVEPOINT in the caller's transaction.
+
+        ``readonly=True``: a read-only transaction that sees one consistent snapshot of
+        everything it reads and takes no write locks; a write in it raises UsageError
+        before any SQL.
+        """
         refuse_if_open(self._key)
-        with marked_open(self._key), self._new_work(writes=True, join=join) as work:
+        if readonly and join is not None:
+            raise ValidationError(
+                "a read-only unit of work cannot join a caller's transaction", path="readonly"
+            )
+        opened = self._new_work(writes=not readonly, join=join, snapshot=readonly)
+        with marked_open(self._key), opened as work:
             yield UnitOfWork(work)
 
     def run(self, fn: Callable[[UnitOfWork], R], *, retries: int = 3) -> R:
@@ -338,6 +369,10 @@ class AsyncLedger:
         """Grant operations, each in its own transaction."""
         self.checkpoints = AsyncCheckpointRepository(proxied.checkpoints)
         """Checkpoint operations, each in its own transaction."""
+        self.app_state = AsyncAppStateRepository(proxied.app_state)
+        """App state operations (state shared by an application's sessions)."""
+        self.user_state = AsyncUserStateRepository(proxied.user_state)
+        """User state operations (state shared by one user's sessions of an application)."""
 
     @classmethod
     def in_memory(cls, *, clock: Clock | None = None, limits: Limits | None = None) -> AsyncLedger:
@@ -352,10 +387,15 @@ class AsyncLedger:
 
     @asynccontextmanager
     async def unit_of_work(
-        self, *, join: AsyncConnection | AsyncSession | None = None
+        self, *, join: AsyncConnection | AsyncSession | None = None, readonly: bool = False
     ) -> AsyncIterator[AsyncUnitOfWork]:
-        """One write transaction; with ``join``, a SAVEPOINT in the caller's transaction."""
-        opening = self.sync_ledger.unit_of_work(join=_sync_join(join))
+        """One write transaction; with ``join``, a SAVEPOINT in the caller's transaction.
+
+        ``readonly=True``: a read-only transaction that sees one consistent snapshot of
+        everything it reads and takes no write locks; a write in it raises UsageError
+        before any SQL.
+        """
+        opening = self.sync_ledger.unit_of_work(join=_sync_join(join), readonly=readonly)
         async with async_context(opening) as uow:
             yield AsyncUnitOfWork(uow)
 

@@ -69,7 +69,7 @@ def populate(ledger: Ledger, *, prefix: str = "s") -> None:
             {"role": "assistant", "content": AWKWARD, "metadata": AWKWARD},
             {"role": "tool", "content": None},
         ],
-    )
+    ).session
     rich = ledger.messages.replace(rich, [{"role": "user", "content": [{"text": "compacted"}]}])
     ledger.messages.append(rich, [{"role": "assistant", "content": "after the replace"}])
     at = datetime(2026, 1, 3, 4, 5, 6, 7, tzinfo=PLUS_14)

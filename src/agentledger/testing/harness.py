@@ -24,7 +24,15 @@ from sqlalchemy.orm import Session
 from ..errors import UsageError
 
 T = TypeVar("T")
-REPOSITORIES = ("sessions", "messages", "steps", "grants", "checkpoints")
+REPOSITORIES = (
+    "sessions",
+    "messages",
+    "steps",
+    "grants",
+    "checkpoints",
+    "app_state",
+    "user_state",
+)
 
 
 def drive(coroutine: Coroutine[Any, Any, T]) -> T:
