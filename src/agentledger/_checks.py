@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, or_
 
 from .errors import ValidationError
+from .models.session import MAX_SCOPE_LENGTH
 
 MAX_CURSOR_LENGTH = 1024
 
@@ -65,6 +66,14 @@ def checked_text(value: object, name: str, *, max_length: int, min_length: int =
     if problem is not None:
         raise ValidationError(f"{name} {problem}", path=name)
     return value
+
+
+def scope_value(value: object, *, field: str) -> str | None:
+    """An app_name or user_id: None, or 1 to 255 characters of text (no NUL, no lone
+    surrogate: an email, say); ValidationError naming ``field`` otherwise."""
+    if value is None:
+        return None
+    return checked_text(value, field, max_length=MAX_SCOPE_LENGTH)
 
 
 def _digest(body: bytes, binding: object) -> str:

@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from sqlalchemy import ColumnElement, Row, Table, and_, delete, func, not_, or_, select
 
+from ._checks import scope_value
 from ._dialects import sqlite_sizes, sqlite_vacuum
 from ._stores import Store, open_async_store, open_store, run_in_greenlet
 from ._translate import translated
 from .errors import ValidationError
-from .ids import validate_id
 from .models import AgentCheckpoint, AgentSession
 from .records import Record
 from .repositories._base import Work
@@ -146,8 +146,8 @@ class _Policy:
             older_than=older_than,
             expired_checkpoints=expired_checkpoints,
             keep_checkpoints=keep_checkpoints,
-            app_name=None if app_name is None else validate_id(app_name, what="app_name"),
-            user_id=None if user_id is None else validate_id(user_id, what="user_id"),
+            app_name=scope_value(app_name, field="app_name"),
+            user_id=scope_value(user_id, field="user_id"),
         )
 
 

@@ -3,21 +3,29 @@
 All three read and write in pages of whole sessions, with keyset paging by primary
 key and seq, so memory stays the same whatever the size of the database.
 
-**The export format** (version 1) is UTF-8 JSON Lines, one JSON object per line, each
+**The export format** (version 2) is UTF-8 JSON Lines, one JSON object per line, each
 with a single key naming what the line holds:
 
-- line 1, the header: ``{"agentledger_export": {"version": 1, "schema_revision": ...,
+- line 1, the header: ``{"agentledger_export": {"version": 2, "schema_revision": ...,
   "exported_at": ..., "source": "sqlite", "selection": {...}}}``;
 - one line per row: ``{"session": {...}}``, then that page's ``message``, ``step``,
   ``grant`` and ``checkpoint`` lines. Every row comes after its session's line. The
   keys of a row are its table's column names, except database-local surrogate ids
-  and the derived ``capability_hash``; JSON columns hold JSON values (not text),
-  times are ISO 8601 UTC with microseconds (``2026-01-02T03:04:05.000006Z``);
+  and the derived ``capability_hash`` and ``external_key_hash``; JSON columns hold JSON
+  values (not text), times are ISO 8601 UTC with microseconds
+  (``2026-01-02T03:04:05.000006Z``);
+- after every session, the ``app_state`` and ``user_state`` lines (version 2): all of
+  them, or those of the ``app_name`` / ``user_id`` selected (changed since
+  ``updated_since``); none when sessions are selected by id;
 - last, the end line with the count of each kind: ``{"end": {"sessions": 2, ...}}``.
   A file without it was cut short, and its last page is not imported.
 
+A version 1 file (before app and user state and the ``external_key`` columns) still
+imports: its sessions, messages and steps get no external key.
+
 **Import** matches rows on their natural keys (a session's id, a message's or step's
-(session, seq), a grant's (session, capability), a checkpoint's ref). A row that is
+(session, seq), a grant's (session, capability), a checkpoint's ref, an app state's
+app_name, a user state's (app_name, user_id)). A row that is
 not there is inserted; one that is there with the same values is left alone, so
 importing twice changes nothing; one that is there with other values is a conflict:
 it is reported and the stored row is kept. A session that conflicts is skipped whole,
@@ -44,12 +52,14 @@ from sqlalchemy import ColumnElement, Row, and_, func, insert, or_, select
 from sqlalchemy.engine import URL
 
 from . import migrations
+from ._checks import scope_value
 from ._dialects import json_from_text
 from ._json import check_json
 from ._portable import (
     BY_KIND,
     CHECKPOINTS,
     CHILDREN,
+    SCOPED,
     SESSIONS,
     SPECS,
     TableSpec,
@@ -70,8 +80,10 @@ from .repositories._base import Work
 if TYPE_CHECKING:
     from .ledger import AsyncLedger, Ledger
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 """The export format this package writes and the newest it reads."""
+ADDED_IN_2 = {kind: {"external_key": None} for kind in ("session", "message", "step")}
+"""Columns format 2 added to rows of format 1, with the value a format 1 row means."""
 HEADER_KEY = "agentledger_export"
 END_KEY = "end"
 DEFAULT_BATCH = 1000
@@ -175,12 +187,28 @@ class _Selection:
             session_ids=None
             if session_ids is None
             else tuple(validate_id(value) for value in session_ids),
-            app_name=None if app_name is None else validate_id(app_name, what="app_name"),
-            user_id=None if user_id is None else validate_id(user_id, what="user_id"),
+            app_name=scope_value(app_name, field="app_name"),
+            user_id=scope_value(user_id, field="user_id"),
             updated_since=None
             if updated_since is None
             else utc(updated_since, field="updated_since"),
         )
+
+    def scoped_conditions(self, spec: TableSpec) -> list[ColumnElement[bool]] | None:
+        """The app or user state rows selected (None: none, when sessions are chosen by id)."""
+        if self.session_ids is not None:
+            return None
+        table = spec.table
+        found: list[ColumnElement[bool]] = []
+        if self.app_name is not None:
+            found.append(table.c.app_name == self.app_name)
+        if self.user_id is not None:
+            if "user_id" not in table.c:
+                return None
+            found.append(table.c.user_id == self.user_id)
+        if self.updated_since is not None:
+            found.append(table.c.updated_at >= self.updated_since)
+        return found
 
     def conditions(self) -> list[ColumnElement[bool]]:
         table = SESSIONS.table
@@ -241,18 +269,42 @@ class _Reader:
             query = select(func.count()).select_from(spec.table)
             if spec is SESSIONS:
                 query = query.where(*conditions)
+            elif spec in SCOPED:
+                scoped = self._selection.scoped_conditions(spec)
+                if scoped is None:
+                    counts[spec.plural] = 0
+                    continue
+                query = query.where(*scoped)
             elif conditions:
                 query = query.where(spec.table.c.session_id.in_(chosen))
             counts[spec.plural] = int(self._rows(query)[0][0])
         return counts
 
     def batches(self) -> Iterator[Batch]:
-        """Every selected row: per page, its sessions, then each child table's rows."""
+        """Every selected row: per page, its sessions, then each child table's rows;
+        after the sessions, the app and user state."""
         for page in self._pages():
             yield SESSIONS, page
             ids = [row["id"] for row in page]
             for spec in CHILDREN:
                 yield from ((spec, rows) for rows in self._children(spec, ids))
+        for spec in SCOPED:
+            yield from ((spec, rows) for rows in self._scoped(spec))
+
+    def _scoped(self, spec: TableSpec) -> Iterator[list[dict[str, Any]]]:
+        conditions = self._selection.scoped_conditions(spec)
+        if conditions is None:
+            return
+        base = spec.select().where(*conditions).order_by(*spec.ordering())
+        position: tuple[Any, ...] | None = None
+        while True:
+            query = base if position is None else base.where(spec.after(position))
+            rows = self._rows(query.limit(self._batch))
+            if rows:
+                yield [from_database(spec, row) for row in rows]
+            if len(rows) < self._batch:
+                return
+            position = tuple(rows[-1]._mapping[name] for name in spec.order)
 
     def _pages(self) -> Iterator[list[dict[str, Any]]]:
         table = SESSIONS.table
@@ -374,6 +426,12 @@ class _Applier:
                 self._next_page()
             self._sessions(rows)
             return
+        if spec in SCOPED:
+            if self._work is None:
+                self._next_page()
+            self._page.children_seen = True
+            self._scoped(spec, rows)
+            return
         if self._work is None:
             line = rows[0][0]
             raise ValidationError(f"{_where(line, spec)}: a {spec.kind} before any session")
@@ -470,6 +528,22 @@ class _Applier:
                 new.append(row)
         self._insert(spec, new)
 
+    def _scoped(self, spec: TableSpec, rows: list[Incoming]) -> None:
+        """App or user state rows: each inserted, left alone or reported on its own."""
+        incoming = self._checked(spec, rows)
+        stored = self._stored(spec, [row for _, row in incoming])
+        new = []
+        for line, row in incoming:
+            key = spec.key_of(row)
+            old = stored.get(key)
+            if old is None:
+                new.append(row)
+            elif columns := differing(spec, row, old):
+                self._conflict(spec, key, columns, line)
+            else:
+                self.counts[spec.plural].unchanged += 1
+        self._insert(spec, new)
+
     def _conflict(
         self, spec: TableSpec, key: tuple[Any, ...], columns: list[str], line: int | None
     ) -> None:
@@ -497,7 +571,8 @@ class _Applier:
             column = table.c[spec.key[0]]
             condition = column.in_([row[spec.key[0]] for row in rows])
         else:
-            condition = _grouped(table.c.session_id, table.c[spec.key[1]], rows, spec.key[1])
+            first, second = spec.key
+            condition = _grouped(table.c[first], table.c[second], rows, second, first)
         found = self._execute(spec.select().where(condition)).all()
         result = {}
         for raw in found:
@@ -547,12 +622,17 @@ class _Applier:
 
 
 def _grouped(
-    session_column: Any, column: Any, rows: list[dict[str, Any]], name: str
+    session_column: Any,
+    column: Any,
+    rows: list[dict[str, Any]],
+    name: str,
+    session_name: str = "session_id",
 ) -> ColumnElement[bool]:
-    """``(session = s1 AND col IN (...)) OR ...``: one indexed lookup per session."""
+    """``(session = s1 AND col IN (...)) OR ...``: one indexed lookup per session (or
+    per app, for user state)."""
     by_session: dict[str, list[Any]] = {}
     for row in rows:
-        by_session.setdefault(row["session_id"], []).append(row[name])
+        by_session.setdefault(row[session_name], []).append(row[name])
     return or_(
         *(
             and_(session_column == session_id, column.in_(values))
@@ -710,12 +790,15 @@ class _Importer:
         self._pending_spec: TableSpec | None = None
         self._pending_bytes = 0
         self._read = 0
+        self._added: dict[str, dict[str, Any]] = {}
         self.seen = {spec.plural: 0 for spec in SPECS}
 
     def run(self, lines: Iterable[bytes | str]) -> None:
         numbered = enumerate(lines, start=1)
         first = next(numbered, None)
-        _check_header(None if first is None else first[1])
+        header = _check_header(None if first is None else first[1])
+        if header["version"] < 2:
+            self._added = ADDED_IN_2
         self._read = 0 if first is None else len(first[1])
         end: Any = None
         for number, text in numbered:
@@ -737,6 +820,9 @@ class _Importer:
         self._check_end(end)
 
     def _add(self, spec: TableSpec, number: int, data: Any, size: int) -> None:
+        added = self._added.get(spec.kind)
+        if added is not None and type(data) is dict:
+            data = {**added, **data}
         full = len(self._pending) >= self._batch or self._pending_bytes >= BATCH_BYTES
         if spec is not self._pending_spec or full:
             self._flush()
@@ -759,7 +845,9 @@ class _Importer:
                 "the file ends without its end line: it was cut short (an interrupted "
                 "export or copy?); every page before the last was imported, the last was not"
             )
-        if end != self.seen:
+        # A format 1 file counts no app or user state.
+        seen = {kind: count for kind, count in self.seen.items() if count or kind in end}
+        if end != seen:
             raise ValidationError(
                 f"the end line counts {end} rows but the file holds {self.seen}: lines are missing"
             )

@@ -20,14 +20,21 @@ from typing import Any, Literal
 
 from sqlalchemy import Integer, Select, bindparam, delete, select, update
 
-from .._checks import after_keyset, bounded_int, checked_text, decode_cursor, encode_cursor
+from .._checks import (
+    after_keyset,
+    bounded_int,
+    checked_text,
+    decode_cursor,
+    encode_cursor,
+    scope_value,
+)
 from .._concurrency import spawn
 from .._json import check_json, check_object
 from .._translate import duplicate_as
 from ..errors import ConflictError, NotFoundError, ValidationError
 from ..ids import new_id, validate_id
 from ..models import AgentSession
-from ..models.session import MAX_EXTERNAL_KEY_LENGTH, MAX_SCOPE_LENGTH
+from ..models.session import MAX_EXTERNAL_KEY_LENGTH
 from ..records import Page, RunSummary, SessionRecord, SessionSummary
 from ._base import Repository, operation
 from ._session_row import (
@@ -54,14 +61,6 @@ def _text(value: object, *, field: str, max_length: int) -> str | None:
     if value is None:
         return None
     return checked_text(value, field, max_length=max_length, min_length=0)
-
-
-def scope_value(value: object, *, field: str) -> str | None:
-    """An app_name or user_id: None, or 1 to 255 characters of text (no NUL, no lone
-    surrogate); ValidationError naming ``field`` otherwise."""
-    if value is None:
-        return None
-    return checked_text(value, field, max_length=MAX_SCOPE_LENGTH)
 
 
 def external_key_hash(app_name: str | None, user_id: str | None, key: str) -> str:

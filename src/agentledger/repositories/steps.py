@@ -19,7 +19,7 @@ from typing import Any, cast
 
 from sqlalchemy import Integer, Row, Table, bindparam, func, insert, select
 
-from .._checks import bounded_int, checked_text
+from .._checks import bounded_int, checked_text, scope_value
 from .._concurrency import async_iterate, spawn
 from .._dialects import allocate_step_seqs
 from .._json import canonical, check_row, decode_json
@@ -382,7 +382,7 @@ class StepRepository(Repository):
             query = query.where(_STEPS.c.session_id == validate_id(session_id))
         if user_id is not None:
             query = query.join(_SESSIONS, _SESSIONS.c.id == _STEPS.c.session_id).where(
-                _SESSIONS.c.user_id == validate_id(user_id, what="user_id")
+                _SESSIONS.c.user_id == scope_value(user_id, field="user_id")
             )
         if model is not None:
             query = query.where(_STEPS.c.model == model)

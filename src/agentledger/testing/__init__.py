@@ -18,13 +18,25 @@ from .checkpoints import (
     CheckpointContract,
     CheckpointExpiryContract,
 )
+from .conversation import (
+    AppendResultContract,
+    AppendWithStateContract,
+    MessageTimeContract,
+    PopContract,
+    StepQueryContract,
+)
 from .grants import GrantContract
 from .harness import Harness, SyncAdapter, drive, statements_during
+from .keys import IdempotentAppendContract, SessionKeyContract
 from .messages import MessageConcurrencyContract, MessageContract
+from .readonly import ReadOnlyUnitOfWorkContract
+from .scoped_state import ScopedStateConcurrencyContract, ScopedStateContract
 from .sessions import ConcurrencyContract, ListingContract, SessionContract, UnitOfWorkContract
 from .steps import FinalizeContract, StepConcurrencyContract, StepContract, UsageContract
 
 __all__ = [
+    "AppendResultContract",
+    "AppendWithStateContract",
     "CheckpointConcurrencyContract",
     "CheckpointContract",
     "CheckpointExpiryContract",
@@ -32,12 +44,20 @@ __all__ = [
     "FinalizeContract",
     "GrantContract",
     "Harness",
+    "IdempotentAppendContract",
     "ListingContract",
     "MessageConcurrencyContract",
     "MessageContract",
+    "MessageTimeContract",
+    "PopContract",
+    "ReadOnlyUnitOfWorkContract",
+    "ScopedStateConcurrencyContract",
+    "ScopedStateContract",
     "SessionContract",
+    "SessionKeyContract",
     "StepConcurrencyContract",
     "StepContract",
+    "StepQueryContract",
     "SyncAdapter",
     "UnitOfWorkContract",
     "UsageContract",
