@@ -342,7 +342,7 @@ class LedgerAppend:
         self.index += 1
         role = "user" if self.index % 2 else "assistant"
         message = {"role": role, "content": message_content(self.index)}
-        self.record = await self.ledger.messages.append(self.record, message)
+        self.record = (await self.ledger.messages.append(self.record, message)).session
 
 
 class CoreAppend:

@@ -464,7 +464,7 @@ class Bench:
             while done < per_writer:
                 try:
                     message = {"role": "user", "content": content(writer, done)}
-                    record = await self.ledger.messages.append(record, message)
+                    record = (await self.ledger.messages.append(record, message)).session
                     done += 1
                 except ConflictError:
                     conflicts[0] += 1
@@ -523,7 +523,7 @@ class Bench:
             content = ops.message_content(index)
             payload += len(json.dumps(content, separators=(",", ":")).encode())
             message = {"role": "user" if index % 2 else "assistant", "content": content}
-            record = await self.ledger.messages.append(record, message)
+            record = (await self.ledger.messages.append(record, message)).session
         after = stored_bytes(self.dialect, self.url, "agentledger_messages")
         stored = (after - before) / count
         if self.dialect == "mysql":

@@ -63,12 +63,14 @@ async def start_turn(url: str | None) -> bool:
         question = QUESTIONS[min(turn, len(QUESTIONS)) - 1]
         # Appending from the record is optimistic: had another writer changed the
         # session since it was read, ConflictError would be raised, nothing stored.
-        session = await ledger.messages.append(session, NewMessage(role="user", content=question))
+        asked = await ledger.messages.append(session, NewMessage(role="user", content=question))
+        session = asked.session  # at its new revision; asked.messages has the seqs
         call, usage = fake_model(turn)
         await ledger.steps.append(SESSION, NewStep(kind="model", model="demo", usage=usage))
-        session = await ledger.messages.append(
+        answered = await ledger.messages.append(
             session, NewMessage(role="assistant", content="", metadata={"tool_call": call})
         )
+        session = answered.session
         await ledger.sessions.save(session.model_copy(update={"state": {"turns": turn}}))
 
         if await ledger.grants.is_granted(SESSION, TOOL):

@@ -62,12 +62,13 @@ def start_turn(url: str | None) -> bool:
         question = QUESTIONS[min(turn, len(QUESTIONS)) - 1]
         # Appending from the record is optimistic: had another writer changed the
         # session since it was read, ConflictError would be raised, nothing stored.
-        session = ledger.messages.append(session, NewMessage(role="user", content=question))
+        asked = ledger.messages.append(session, NewMessage(role="user", content=question))
+        session = asked.session  # at its new revision; asked.messages has the seqs
         call, usage = fake_model(turn)
         ledger.steps.append(SESSION, NewStep(kind="model", model="demo", usage=usage))
         session = ledger.messages.append(
             session, NewMessage(role="assistant", content="", metadata={"tool_call": call})
-        )
+        ).session
         ledger.sessions.save(session.model_copy(update={"state": {"turns": turn}}))
 
         if ledger.grants.is_granted(SESSION, TOOL):

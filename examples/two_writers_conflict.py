@@ -36,7 +36,7 @@ async def main(url: str | None = None) -> None:
         async def append_again(uow: AsyncUnitOfWork) -> int:
             fresh = await uow.sessions.get("shared-chat")
             done = await uow.messages.append(fresh, NewMessage(role="assistant", content="from B"))
-            return done.revision
+            return done.session.revision
 
         revision = await ledger.run(append_again)
         print("writer B retried from a fresh read: revision", revision)

@@ -23,6 +23,8 @@ REPOSITORIES = {
     "steps": (repositories.StepRepository, repositories.AsyncStepRepository),
     "grants": (repositories.GrantRepository, repositories.AsyncGrantRepository),
     "checkpoints": (repositories.CheckpointRepository, repositories.AsyncCheckpointRepository),
+    "app_state": (repositories.AppStateRepository, repositories.AsyncAppStateRepository),
+    "user_state": (repositories.UserStateRepository, repositories.AsyncUserStateRepository),
 }
 PAIRS = [
     (Ledger, AsyncLedger),
@@ -110,9 +112,13 @@ SPEC_OPERATIONS = {
         "delete",
         "list",
         "most_recent",
+        "get_by_key",
+        "get_by_key_or_none",
+        "get_or_create_by_key",
+        "delete_by_key",
     },
-    "messages": {"append", "replace", "last", "window", "all"},
-    "steps": {"append", "last", "iterate", "count", "usage"},
+    "messages": {"append", "replace", "pop", "last", "window", "since", "before", "all"},
+    "steps": {"append", "last", "iterate", "count", "usage", "by_run", "by_kind"},
     "grants": {"grant", "is_granted", "active", "revoke"},
     "checkpoints": {
         "save",
@@ -125,6 +131,8 @@ SPEC_OPERATIONS = {
         "prune",
         "purge_expired",
     },
+    "app_state": {"get", "save", "merge", "delete"},
+    "user_state": {"get", "save", "merge", "delete"},
 }
 
 

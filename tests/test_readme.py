@@ -50,3 +50,15 @@ def test_the_demo_output_shown_is_what_the_demo_prints(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout == shown.group(1)
+
+
+def test_the_framework_example_runs_and_prints_what_it_read(tmp_path: Path) -> None:
+    start = README.index("### Keys, scoped state, time and retries")
+    (code,) = re.findall(r"```python\n(.*?)```", README[start:], re.S)[:1]
+    script = tmp_path / "readme_frameworks.py"
+    script.write_text(code)
+    result = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["3", "0", "Porto"]

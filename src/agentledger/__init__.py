@@ -22,8 +22,19 @@ from .errors import (
     ValidationError,
 )
 from .ledger import AsyncLedger, Ledger
-from .models import AgentCheckpoint, AgentGrant, AgentMessage, AgentSession, AgentStep, metadata
+from .models import (
+    AgentAppState,
+    AgentCheckpoint,
+    AgentGrant,
+    AgentMessage,
+    AgentSession,
+    AgentStep,
+    AgentUserState,
+    metadata,
+)
 from .records import (
+    Appended,
+    AppState,
     Checkpoint,
     CheckpointInfo,
     CheckpointPayload,
@@ -33,24 +44,31 @@ from .records import (
     NewStep,
     Page,
     PendingToolCall,
+    Popped,
     RunSummary,
     SessionOverview,
     SessionRecord,
     SessionSelection,
     SessionSummary,
+    StateDelta,
     Step,
     TokenUsage,
+    UserState,
 )
 from .retention import PurgePolicy
 from .uow import AsyncUnitOfWork, UnitOfWork
 
 __all__ = [
+    "AgentAppState",
     "AgentCheckpoint",
     "AgentGrant",
     "AgentLedgerError",
     "AgentMessage",
     "AgentSession",
     "AgentStep",
+    "AgentUserState",
+    "AppState",
+    "Appended",
     "AsyncLedger",
     "AsyncUnitOfWork",
     "Checkpoint",
@@ -72,6 +90,7 @@ __all__ = [
     "Page",
     "PendingToolCall",
     "PermissionDeniedError",
+    "Popped",
     "PurgePolicy",
     "RunSummary",
     "SchemaError",
@@ -79,10 +98,12 @@ __all__ = [
     "SessionRecord",
     "SessionSelection",
     "SessionSummary",
+    "StateDelta",
     "Step",
     "TokenUsage",
     "UnitOfWork",
     "UsageError",
+    "UserState",
     "ValidationError",
     "configure_sqlite_engine",
     "metadata",

@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, or_
 
 from .errors import ValidationError
+from .models.session import MAX_SCOPE_LENGTH
 
 MAX_CURSOR_LENGTH = 1024
 
@@ -35,6 +36,44 @@ def bounded_int(value: object, name: str, *, low: int = 0, high: int | None = No
         return value
     wanted = f"an int >= {low}" if high is None else f"an int from {low} to {high:,}"
     raise ValidationError(f"{name} must be {wanted}, got {value!r}", path=name)
+
+
+def text_problem(text: str) -> str | None:
+    """What makes ``text`` unstorable on some database, or None: a NUL character
+    (PostgreSQL cannot store it) or a lone surrogate (not valid Unicode)."""
+    if "\x00" in text:
+        return "contains a NUL character (\\x00), which PostgreSQL cannot store"
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return "contains a lone surrogate, which is not valid Unicode"
+    return None
+
+
+def checked_text(value: object, name: str, *, max_length: int, min_length: int = 1) -> str:
+    """``value`` if it is a str of ``min_length`` to ``max_length`` characters that every
+    database stores exactly (no NUL, no lone surrogate); else a ValidationError naming
+    ``name``. Free text such as an app name, a user id or a caller's key."""
+    if not isinstance(value, str):
+        raise ValidationError(f"{name} must be a string, got {type(value).__name__}", path=name)
+    if not min_length <= len(value) <= max_length:
+        raise ValidationError(
+            f"{name} must be {min_length} to {max_length:,} characters, got {len(value):,}",
+            path=name,
+        )
+    problem = text_problem(value)
+    if problem is not None:
+        raise ValidationError(f"{name} {problem}", path=name)
+    return value
+
+
+def scope_value(value: object, *, field: str) -> str | None:
+    """An app_name or user_id: None, or 1 to 255 characters of text (no NUL, no lone
+    surrogate: an email, say); ValidationError naming ``field`` otherwise."""
+    if value is None:
+        return None
+    return checked_text(value, field, max_length=MAX_SCOPE_LENGTH)
 
 
 def _digest(body: bytes, binding: object) -> str:

@@ -191,6 +191,27 @@ def upsert_grant(session: Session, values: dict[str, Any]) -> None:
     )
 
 
+def insert_if_absent(
+    session: Session, table: Table, values: dict[str, Any], keys: tuple[str, ...]
+) -> None:
+    """Insert a row unless one with the same primary key exists, in one statement that
+    concurrent inserters cannot race (the loser waits for the winner, then does nothing).
+
+    A SELECT ... FOR UPDATE of a missing row first would not do: on MariaDB/MySQL it
+    takes a gap lock, and two such transactions then deadlock on their INSERTs.
+    PostgreSQL and SQLite spell it ``ON CONFLICT DO NOTHING``; MariaDB/MySQL
+    ``ON DUPLICATE KEY UPDATE`` of a key column to itself (INSERT IGNORE would also
+    turn other errors into warnings).
+    """
+    dialect = session.connection().dialect.name
+    if dialect in ("postgresql", "sqlite"):
+        insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
+        session.execute(insert(table).values(values).on_conflict_do_nothing(index_elements=keys))
+        return
+    statement = mysql_insert(table).values(values)
+    session.execute(statement.on_duplicate_key_update({keys[0]: table.c[keys[0]]}))
+
+
 def allocate_checkpoint_seq(
     session: Session,
     id: str,
@@ -257,6 +278,38 @@ def snapshot_read_options(dialect_name: str) -> dict[str, Any]:
     if dialect_name == "postgresql":
         return {"isolation_level": "REPEATABLE READ", "postgresql_readonly": True}
     return {}
+
+
+def stream_options(connection: Connection, partition: int) -> dict[str, Any]:
+    """Connection options that fetch a large answer ``partition`` rows at a time, from a
+    server-side cursor where the driver has one (psycopg, asyncpg, PyMySQL, aiomysql).
+
+    PostgreSQL declares server-side cursors only inside a transaction, and a ledger's
+    own read calls there run in AUTOCOMMIT (``engine.read_only_options``): those fetch
+    the answer at once. Inside a unit of work every dialect streams.
+    """
+    if (
+        connection.dialect.name == "postgresql"
+        and connection.get_execution_options().get("isolation_level") == "AUTOCOMMIT"
+    ):
+        return {}
+    return {"yield_per": partition}
+
+
+def begin_snapshot(connection: Connection) -> None:
+    """Begin a read-only unit of work's transaction where its options cannot.
+
+    PostgreSQL gets REPEATABLE READ READ ONLY from the connection options
+    (``snapshot_read_options``: the snapshot is the first statement's), and SQLite's
+    deferred BEGIN reads one snapshot from its first read (WAL). MariaDB/MySQL have no
+    such option in SQLAlchemy: this sends the statements that start a read-only
+    transaction on a snapshot taken now (at REPEATABLE READ whatever the session's
+    level, since a consistent snapshot means nothing at READ COMMITTED). A write
+    inside it fails on the server too (errno 1792).
+    """
+    if connection.dialect.name in ("mysql", "mariadb"):
+        connection.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        connection.exec_driver_sql("START TRANSACTION READ ONLY, WITH CONSISTENT SNAPSHOT")
 
 
 def sqlite_sizes(connection: Connection) -> tuple[int, int] | None:

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ._checks import bounded_int
+from ._checks import bounded_int, text_problem
 from .errors import CorruptRecordError, ValidationError
 
 MiB = 1024 * 1024
@@ -50,13 +50,9 @@ def _describe(path: str, problem: str) -> ValidationError:
 
 
 def _check_string(text: str, path: str) -> None:
-    if "\x00" in text:
-        raise _describe(path, "contains a NUL character (\\x00), which PostgreSQL cannot store")
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            raise _describe(path, "contains a lone surrogate, which is not valid Unicode") from None
+    problem = text_problem(text)
+    if problem is not None:
+        raise _describe(path, problem)
 
 
 JSONB_EXACT_FLOAT_LIMIT = 1e16
@@ -166,6 +162,12 @@ def check_object(value: Any, *, path: str, limits: Limits, jsonb: bool = False) 
         raise _describe(path, f"must be a dict of JSON values, got {type(value).__name__}")
     check_json(value, path=path, limits=limits, jsonb=jsonb)
     return value
+
+
+def canonical(value: Any) -> str:
+    """The JSON text of a checked value with sorted keys: two values are the same JSON
+    (``1`` is not ``1.0``, ``True`` is not ``1``) exactly when their texts are equal."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
 def decode_json(text: str | None, *, table: str, key: object, column: str) -> Any:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-ConflictReason = Literal["stale", "exists", "deleted", "parent", "serialization"]
+ConflictReason = Literal["stale", "exists", "deleted", "parent", "serialization", "duplicate"]
 
 
 class AgentLedgerError(Exception):
@@ -63,6 +63,8 @@ class ConflictError(AgentLedgerError):
     - ``exists``: creating an id that is already taken.
     - ``deleted``: saving, appending to or replacing a session another writer deleted.
     - ``parent``: a checkpoint's expected parent is no longer the session's latest.
+    - ``duplicate``: a message or step carries an external key the session already
+      holds for other content (the same content is an idempotent retry, not an error).
     - ``serialization``: the database reported a serialization failure or deadlock;
       run the unit of work again (``retryable`` is True).
     """

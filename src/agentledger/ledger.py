@@ -40,16 +40,20 @@ from .engine import (
 )
 from .errors import DatabaseError, UsageError, ValidationError
 from .repositories import (
+    AppStateRepository,
+    AsyncAppStateRepository,
     AsyncCheckpointRepository,
     AsyncGrantRepository,
     AsyncMessageRepository,
     AsyncSessionRepository,
     AsyncStepRepository,
+    AsyncUserStateRepository,
     CheckpointRepository,
     GrantRepository,
     MessageRepository,
     SessionRepository,
     StepRepository,
+    UserStateRepository,
 )
 from .repositories._base import Settings, Work
 from .retention import AsyncRetention, Retention
@@ -144,6 +148,10 @@ class Ledger:
         """Grant operations, each in its own transaction."""
         self.checkpoints = CheckpointRepository(self)
         """Checkpoint operations, each in its own transaction."""
+        self.app_state = AppStateRepository(self)
+        """App state operations (state shared by an application's sessions)."""
+        self.user_state = UserStateRepository(self)
+        """User state operations (state shared by one user's sessions of an application)."""
         self.transfer = Transfer(self)
         """Export to JSON Lines, import, and copy to another ledger."""
         self.retention = Retention(self)
@@ -244,14 +252,15 @@ class Ledger:
     ) -> Work:
         """A transaction, not begun yet. A unit of work's Session comes from the ledger's
         session factory (the async API puts an AsyncSession in front of it); a single
-        operation's is a plain Session."""
+        operation's is a plain Session. ``snapshot``: a read-only transaction that sees
+        one consistent snapshot."""
         self._ensure_ready()
         make_session = session_factory or self._session_factory
         options: dict[str, Any] = {"expire_on_commit": False, "autoflush": False}
         if join is None:
             bind = self._bind["write" if writes else "snapshot" if snapshot else "read"]
             session = make_session(bind=bind, **options)
-            return Work(session, self.settings, writes=writes, joined=False)
+            return Work(session, self.settings, writes=writes, joined=False, snapshot=snapshot)
         if isinstance(join, Session):
             join.flush()
             join = join.connection()
@@ -297,10 +306,22 @@ class Ledger:
                 connection.rollback()
 
     @contextmanager
-    def unit_of_work(self, *, join: Connection | Session | None = None) -> Iterator[UnitOfWork]:
-        """One write transaction; with ``join``, a SAVEPOINT in the caller's transaction."""
+    def unit_of_work(
+        self, *, join: Connection | Session | None = None, readonly: bool = False
+    ) -> Iterator[UnitOfWork]:
+        """One write transaction; with ``join``, a SAVEPOINT in the caller's transaction.
+
+        ``readonly=True``: a read-only transaction that sees one consistent snapshot of
+        everything it reads and takes no write locks; a write in it raises UsageError
+        before any SQL.
+        """
         refuse_if_open(self._key)
-        with marked_open(self._key), self._new_work(writes=True, join=join) as work:
+        if readonly and join is not None:
+            raise ValidationError(
+                "a read-only unit of work cannot join a caller's transaction", path="readonly"
+            )
+        opened = self._new_work(writes=not readonly, join=join, snapshot=readonly)
+        with marked_open(self._key), opened as work:
             yield UnitOfWork(work)
 
     def run(self, fn: Callable[[UnitOfWork], R], *, retries: int = 3) -> R:
@@ -370,6 +391,10 @@ class AsyncLedger:
         """Grant operations, each in its own transaction."""
         self.checkpoints = AsyncCheckpointRepository(proxied.checkpoints)
         """Checkpoint operations, each in its own transaction."""
+        self.app_state = AsyncAppStateRepository(proxied.app_state)
+        """App state operations (state shared by an application's sessions)."""
+        self.user_state = AsyncUserStateRepository(proxied.user_state)
+        """User state operations (state shared by one user's sessions of an application)."""
         self.transfer = AsyncTransfer(proxied.transfer)
         """Export to JSON Lines, import, and copy to another ledger."""
         self.retention = AsyncRetention(proxied.retention)
@@ -388,10 +413,15 @@ class AsyncLedger:
 
     @asynccontextmanager
     async def unit_of_work(
-        self, *, join: AsyncConnection | AsyncSession | None = None
+        self, *, join: AsyncConnection | AsyncSession | None = None, readonly: bool = False
     ) -> AsyncIterator[AsyncUnitOfWork]:
-        """One write transaction; with ``join``, a SAVEPOINT in the caller's transaction."""
-        opening = self.sync_ledger.unit_of_work(join=_sync_join(join))
+        """One write transaction; with ``join``, a SAVEPOINT in the caller's transaction.
+
+        ``readonly=True``: a read-only transaction that sees one consistent snapshot of
+        everything it reads and takes no write locks; a write in it raises UsageError
+        before any SQL.
+        """
+        opening = self.sync_ledger.unit_of_work(join=_sync_join(join), readonly=readonly)
         async with async_context(opening) as uow:
             yield AsyncUnitOfWork(uow)
 

@@ -14,6 +14,7 @@ from typing import Any, Generic, Literal, TypeVar
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 from pydantic import ValidationError as PydanticValidationError
 
+from ._checks import scope_value
 from .clock import utc
 from .errors import ValidationError
 from .ids import validate_id
@@ -98,6 +99,9 @@ class SessionRecord(Record):
     id: str
     app_name: str | None
     user_id: str | None
+    external_key: str | None
+    """The caller's own key (a framework's thread or session id), unique within
+    (app_name, user_id); set when the session is created, never changed."""
     title: str | None
     model: str | None
     status: str
@@ -141,6 +145,8 @@ class SessionSummary(Record):
     """A listing row: what a person needs to recognise a session, without its content.
 
     ``title`` is the session's title, or its opening user message when it has none.
+    ``external_key`` and ``state`` are filled only when the listing asked for them
+    (``include=``), and are None otherwise.
     """
 
     id: str
@@ -156,14 +162,25 @@ class SessionSummary(Record):
     total_tokens: int
     created_at: datetime
     updated_at: datetime
+    external_key: str | None = None
+    state: dict[str, Any] | None = None
 
 
 class NewMessage(Record):
-    """A message to append: who spoke, what was said (any JSON value), and metadata."""
+    """A message to append: who spoke, what was said (any JSON value), and metadata.
 
-    role: str = Field(min_length=1, max_length=32)
+    ``created_at`` is the caller's own time for the message (aware; naive is refused),
+    else the ledger's clock. ``external_key`` is the caller's id for it (up to 255
+    characters), unique per session: appending a stored key again returns the stored
+    message and changes nothing (``ConflictError`` reason ``duplicate`` when the
+    content differs), so a retried append is safe.
+    """
+
+    role: str = Field(min_length=1, max_length=255)
     content: Any = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    created_at: datetime | None = None
+    external_key: str | None = None
 
 
 class Message(Record):
@@ -174,6 +191,7 @@ class Message(Record):
     content: Any
     metadata: dict[str, Any]
     created_at: datetime
+    external_key: str | None = None
 
 
 StepKind = str
@@ -199,6 +217,9 @@ class NewStep(Record):
     started_at: AwareDatetime | None = None
     ended_at: AwareDatetime | None = None
     error: str | None = None
+    external_key: str | None = None
+    """The caller's id for the step (up to 255 characters), unique per session: appending
+    a stored key again returns the stored step and changes nothing."""
 
 
 class Step(Record):
@@ -218,6 +239,7 @@ class Step(Record):
     started_at: datetime
     ended_at: datetime | None
     error: str | None
+    external_key: str | None = None
 
 
 class Grant(Record):
@@ -228,6 +250,58 @@ class Grant(Record):
     granted_by: str | None
     granted_at: datetime
     expires_at: datetime | None
+
+
+class Appended(Record):
+    """What ``messages.append`` did: the session at its new revision and the messages
+    of the call as stored, with their seqs, in the order given (a message whose key
+    was already stored is the stored one)."""
+
+    session: SessionRecord
+    messages: list[Message]
+
+
+class Popped(Record):
+    """What ``messages.pop`` did: the session at its new revision and the messages it
+    removed, in seq order (empty when the conversation was)."""
+
+    session: SessionRecord
+    messages: list[Message]
+
+
+class StateDelta(Record):
+    """A change to a key/value state: top-level keys to set (JSON values) and keys to
+    delete. A merge applies it to the stored state under the row lock, so concurrent
+    merges never lose one another's keys."""
+
+    set: dict[str, Any] = Field(default_factory=dict)
+    delete: list[str] = Field(default_factory=list)
+
+
+class AppState(Record):
+    """The state shared by every session of one application (ADK's ``app:`` keys).
+
+    An application nothing was stored for reads as empty state at revision 0, with no
+    times. ``revision`` is what ``save`` checks.
+    """
+
+    app_name: str
+    state: dict[str, Any]
+    revision: int
+    created_at: datetime | None
+    updated_at: datetime | None
+
+
+class UserState(Record):
+    """The state shared by every session of one user of an application (ADK's
+    ``user:`` keys); empty at revision 0 until something is stored."""
+
+    app_name: str
+    user_id: str
+    state: dict[str, Any]
+    revision: int
+    created_at: datetime | None
+    updated_at: datetime | None
 
 
 class Page(BaseModel, Generic[T]):
@@ -347,8 +421,8 @@ class SessionSelection(Record):
             raise ValidationError("session_ids takes a list of ids", path="session_ids")
         values: dict[str, Any] = {
             "session_ids": None if session_ids is None else tuple(map(validate_id, session_ids)),
-            "app_name": None if app_name is None else validate_id(app_name, what="app_name"),
-            "user_id": None if user_id is None else validate_id(user_id, what="user_id"),
+            "app_name": scope_value(app_name, field="app_name"),
+            "user_id": scope_value(user_id, field="user_id"),
             "updated_since": _instant(updated_since, "updated_since"),
             "updated_before": _instant(updated_before, "updated_before"),
         }

@@ -27,12 +27,11 @@ from typing import Literal
 
 from sqlalchemy import Connection
 
-from ._checks import bounded_int
+from ._checks import bounded_int, scope_value
 from ._concurrency import spawn
 from ._dialects import sqlite_sizes, sqlite_vacuum
 from ._host import Host
 from .errors import ValidationError
-from .ids import validate_id
 from .records import CheckpointInfo, Record, SessionSelection, SessionSummary
 from .repositories.checkpoints import CheckpointRepository
 from .repositories.sessions import SessionRepository
@@ -140,7 +139,7 @@ class PurgePolicy:
         for name in ("app_name", "user_id"):
             value = getattr(self, name)
             if value is not None:
-                validate_id(value, what=name)
+                scope_value(value, field=name)
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """The unit of work: one transaction with the repositories, and its async face.
 
-``UnitOfWork`` holds one ``Work`` (a transaction on a sync ORM Session) and the five
+``UnitOfWork`` holds one ``Work`` (a transaction on a sync ORM Session) and the
 repositories bound to it. ``AsyncUnitOfWork`` holds a ``UnitOfWork`` and hands every
 call to it in one greenlet hop; the ledger's ``unit_of_work()`` opens and ends them.
 """
@@ -11,16 +11,20 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
 from .repositories import (
+    AppStateRepository,
+    AsyncAppStateRepository,
     AsyncCheckpointRepository,
     AsyncGrantRepository,
     AsyncMessageRepository,
     AsyncSessionRepository,
     AsyncStepRepository,
+    AsyncUserStateRepository,
     CheckpointRepository,
     GrantRepository,
     MessageRepository,
     SessionRepository,
     StepRepository,
+    UserStateRepository,
 )
 from .repositories._base import Work
 
@@ -48,6 +52,10 @@ class UnitOfWork:
         """Grants of this unit of work."""
         self.checkpoints = CheckpointRepository(work)
         """Checkpoints of this unit of work."""
+        self.app_state = AppStateRepository(work)
+        """App state of this unit of work."""
+        self.user_state = UserStateRepository(work)
+        """User state of this unit of work."""
 
     @property
     def session(self) -> Session:
@@ -76,6 +84,10 @@ class AsyncUnitOfWork:
         """Grants of this unit of work."""
         self.checkpoints = AsyncCheckpointRepository(proxied.checkpoints)
         """Checkpoints of this unit of work."""
+        self.app_state = AsyncAppStateRepository(proxied.app_state)
+        """App state of this unit of work."""
+        self.user_state = AsyncUserStateRepository(proxied.user_state)
+        """User state of this unit of work."""
 
     @property
     def session(self) -> AsyncSession:

@@ -2,8 +2,8 @@
 shows only what a third-party store would.
 
 Every contract class of ``agentledger.testing`` runs here against agentledger's
-in-memory ledger behind a wrapper that lets through the five repositories,
-``unit_of_work``, ``run`` and ``close`` (and, on a unit of work, the five
+in-memory ledger behind a wrapper that lets through the seven repositories,
+``unit_of_work``, ``run`` and ``close`` (and, on a unit of work, the seven
 repositories). A contract test that reaches further, to the engine or an ORM session,
 fails here with AttributeError. ``reopen`` is left out, as a store that cannot be
 reopened would leave it, so its test shows the skip.
@@ -21,7 +21,9 @@ import agentledger.testing
 from agentledger import AsyncLedger, Ledger
 from agentledger.testing import Harness, SyncAdapter, sqlalchemy_caller_transaction
 
-REPOSITORIES = frozenset({"sessions", "messages", "steps", "grants", "checkpoints"})
+REPOSITORIES = frozenset(
+    {"sessions", "messages", "steps", "grants", "checkpoints", "app_state", "user_state"}
+)
 LEDGER = REPOSITORIES | {"unit_of_work", "run", "close"}
 
 

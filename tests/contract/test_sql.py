@@ -22,6 +22,7 @@ from agentledger import (
     Limits,
     NewMessage,
     NewStep,
+    UsageError,
     ValidationError,
     metadata,
 )
@@ -100,7 +101,7 @@ async def test_appending_a_message_costs_the_same_statements_at_10_and_10000_mes
                 NewMessage(role="user", content=f"m{i}")
                 for i in range(start, min(existing, start + 2000))
             ]
-            record = await harness.ledger.messages.append(record, batch)
+            record = (await harness.ledger.messages.append(record, batch)).session
         with statements_during(harness) as seen:
             await harness.ledger.messages.append(record, NewMessage(role="user", content="more"))
         return len(seen) - len(starting(seen, "BEGIN", "COMMIT"))
@@ -186,13 +187,19 @@ async def test_delete_removes_the_session_and_its_rows_in_every_table(harness: H
     assert await on_engine(harness, lambda c: _rows_of(c, "kept")) == dict.fromkeys(_TABLES, 1)
 
 
-_TABLES = [table.name for table in metadata.sorted_tables]
+_SESSION_TABLES = [
+    table
+    for table in metadata.sorted_tables
+    if "session_id" in table.c or table.name == "agentledger_sessions"
+]
+"""The session table and every table of a session's rows (scoped state is no session's)."""
+_TABLES = [table.name for table in _SESSION_TABLES]
 
 
 def _rows_of(connection: Connection, id: str) -> dict[str, int]:
     """How many rows of session ``id`` each of agentledger's tables holds."""
     counts = {}
-    for table in metadata.sorted_tables:
+    for table in _SESSION_TABLES:
         key = table.c.session_id if "session_id" in table.c else table.c.id
         counts[table.name] = connection.scalar(
             select(func.count()).select_from(table).where(key == id)
@@ -233,3 +240,15 @@ async def _session_with_2000_checkpoints(harness: Harness, id: str) -> Any:
     newest = await harness.ledger.checkpoints.save(id, state("newest"))
     assert newest.seq == 2000
     return newest
+
+
+async def test_a_write_in_a_read_only_unit_of_work_sends_no_sql(harness: Harness) -> None:
+    await harness.ledger.sessions.create("ro")
+    async with harness.ledger.unit_of_work(readonly=True) as uow:
+        await uow.sessions.get("ro")
+        with statements_during(harness) as seen:
+            with pytest.raises(UsageError):
+                await uow.sessions.create("nope")
+            with pytest.raises(UsageError):
+                await uow.app_state.merge("app", {"set": {"k": 1}})
+        assert seen == []

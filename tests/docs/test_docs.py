@@ -97,7 +97,8 @@ def test_the_pipeline_script_reviews_applies_and_gates(scratch_url: URL, tmp_pat
 
     reviewed = (tmp_path / "agentledger-upgrade.sql").read_text()
     assert "CREATE INDEX IF NOT EXISTS ix_agentledger_steps_started_at_model" in reviewed
-    assert "CREATE TABLE" not in reviewed
+    assert "CREATE TABLE agentledger_app_state" in reviewed  # revision 0003
+    assert "CREATE TABLE agentledger_sessions" not in reviewed
     assert again.stdout.count(f"is at {migrations.head()} (head)") == 2
     assert versions(scratch_url, VERSION_TABLE) == {migrations.head()}
 
@@ -108,13 +109,13 @@ def test_the_pipeline_gate_fails_on_a_database_behind(scratch_url: URL, tmp_path
     gate = run("sh", ROOT / "docs" / "examples" / "pipeline.sh", url=scratch_url, cwd=tmp_path)
 
     # The upgrade step brought it to head; without it the gate would have said so.
-    assert "is at agentledger_0002 (head)" in gate.stdout
+    assert f"is at {migrations.head()} (head)" in gate.stdout
     migrations.downgrade(scratch_url, "agentledger_0001")
     check = ("agentledger", "db", "check", "--url", scratch_url.render_as_string(False))
     behind = run(*check, url=scratch_url, cwd=tmp_path, check=False)
     assert behind.returncode == 3
     assert "at agentledger revision agentledger_0001" in behind.stderr
-    assert "to apply: agentledger_0002" in behind.stderr
+    assert "to apply: agentledger_0002, agentledger_0003" in behind.stderr
 
 
 def test_the_adoption_script_stamps_create_all_tables(scratch_url: URL, tmp_path: Path) -> None:

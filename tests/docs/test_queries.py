@@ -212,7 +212,7 @@ def _plan(url: URL, query: Callable[..., Any], *args: Any) -> str:
         # A common app (a fifth of the rows here): reading the updated_at index
         # backwards and skipping other apps' rows is as quick.
         (latest, ("app3",), "ix_agentledger_sessions_(app_name_)?updated_at_id"),
-        (run_steps, ("s000042", "run-1"), "uq_agentledger_steps_session_id_seq"),
+        (run_steps, ("s000042", "run-1"), "ix_agentledger_steps_session_id_run_id_seq"),
         (
             grants,
             ("s000042", datetime(2026, 5, 1, tzinfo=UTC)),

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import create_engine, inspect
+from sqlalchemy import create_engine, inspect, select
 from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
 
@@ -59,6 +59,124 @@ def table_names(url: URL, *, schema: str | None = None) -> set[str]:
 def our_table_names(url: URL, *, schema: str | None = None) -> set[str]:
     """agentledger's tables present, the version table included."""
     return {name for name in table_names(url, schema=schema) if name.startswith(TABLE_PREFIX)}
+
+
+AT = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
+LEGACY_TABLES = (
+    "agentledger_sessions",
+    "agentledger_messages",
+    "agentledger_steps",
+    "agentledger_grants",
+    "agentledger_checkpoints",
+)
+"""The tables revision 0001 made."""
+COLUMNS_0003 = {"external_key", "external_key_hash"}
+"""The columns revision 0003 added to them."""
+
+
+def _legacy_values() -> dict[str, list[dict[str, Any]]]:
+    """Rows of every 0001 table, by the columns 0001 and 0002 know."""
+
+    def session(
+        id: str, revision: int, app_name: str | None = None, user_id: str | None = None
+    ) -> dict[str, Any]:
+        return {
+            "id": id,
+            "app_name": app_name,
+            "user_id": user_id,
+            "status": "active",
+            "state": {"k": [1, 2], "id": id},
+            **dict.fromkeys(("message_count", "message_seq", "step_count", "checkpoint_seq"), 2),
+            **dict.fromkeys(("input_tokens", "output_tokens", "total_tokens"), 5),
+            "created_at": AT,
+            "updated_at": AT,
+            "revision": revision,
+        }
+
+    return {
+        "agentledger_sessions": [
+            session("s1", 7, app_name="shop", user_id="ada"),
+            session("s2", 3),
+        ],
+        "agentledger_messages": [
+            {
+                "session_id": sid,
+                "seq": seq,
+                "role": "assistant",
+                "content": {"text": f"m{seq}"},
+                "metadata": {},
+                "created_at": AT + timedelta(seconds=seq),
+            }
+            for sid in ("s1", "s2")
+            for seq in (1, 2)
+        ],
+        "agentledger_steps": [
+            {
+                "session_id": "s1",
+                "seq": seq,
+                "step_index": seq,
+                "run_id": "run-1",
+                "kind": "model",
+                "model": "model-a" if seq % 2 else "model-b",
+                "input": {"q": seq},
+                "input_tokens": 10 * seq,
+                "output_tokens": seq,
+                "total_tokens": 11 * seq,
+                "usage_extra": {"cached": seq},
+                "started_at": AT + timedelta(seconds=seq),
+            }
+            for seq in (1, 2, 3)
+        ],
+        "agentledger_grants": [
+            {
+                "session_id": "s1",
+                "capability": "Shell(rm -rf build/)",
+                "capability_hash": "0" * 64,
+                "granted_by": "alice",
+                "granted_at": AT,
+            }
+        ],
+        "agentledger_checkpoints": [
+            {
+                "ref": f"ck{seq}",
+                "session_id": "s2",
+                "seq": seq,
+                "parent_ref": f"ck{seq - 1}" if seq > 1 else None,
+                "created_at": AT,
+                "expires_at": AT + timedelta(days=1),
+                "size": 2,
+                "payload": {"pending": seq},
+            }
+            for seq in (1, 2)
+        ],
+    }
+
+
+def insert_legacy_rows(url: URL) -> None:
+    """Fill a database at revision 0001 or 0002 with rows of every table (Core inserts
+    of the columns those revisions have, since the models have more)."""
+    engine = create_engine(url, poolclass=NullPool)
+    try:
+        with engine.begin() as connection:
+            for name, rows in _legacy_values().items():
+                connection.execute(metadata.tables[name].insert(), rows)
+    finally:
+        engine.dispose()
+
+
+def legacy_rows(url: URL) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of the 0001 tables, by the columns revisions 0001 and 0002 made."""
+    engine = create_engine(url, poolclass=NullPool)
+    try:
+        with engine.connect() as connection:
+            found = {}
+            for name in LEGACY_TABLES:
+                table = metadata.tables[name]
+                columns = [column for column in table.c if column.name not in COLUMNS_0003]
+                found[name] = sorted(tuple(row) for row in connection.execute(select(*columns)))
+            return found
+    finally:
+        engine.dispose()
 
 
 def new_session(

@@ -4,29 +4,27 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from alembic.script import ScriptDirectory
-from sqlalchemy import create_engine, event, inspect, select
+from sqlalchemy import create_engine, event, inspect
 from sqlalchemy.engine import URL
-from sqlalchemy.orm import Session
 from sqlalchemy.pool import NullPool
 
 from agentledger import Ledger, migrations
-from agentledger.engine import create_sync_engine
-from agentledger.models import AgentCheckpoint, AgentGrant, AgentStep, metadata
 
 from ..databases import scratch_database
-from ._support import drift, new_message, new_session
+from ._support import insert_legacy_rows, legacy_rows
 
 INDEX = "ix_agentledger_steps_started_at_model"
 FROZEN = {
     # A released revision never changes: ship a new one instead. When a revision
     # stops being the head, add its hash here.
     "agentledger_0001": "51c4b3648282548aae96501ce7eb1ac03bc4605f075a9408e6942749cdc37df4",
+    "agentledger_0002": "08fc016c741d1be8ad90884278aae55ac3f8650ec54bd191170b44546385b6c0",
 }
 AT = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
 
@@ -43,72 +41,7 @@ def test_every_revision_but_the_head_is_frozen() -> None:
 
 
 def _populate(url: URL) -> None:
-    engine = create_sync_engine(url, poolclass=NullPool)
-    try:
-        with Session(engine) as session, session.begin():
-            session.add_all([new_session("s1", state={"k": [1, 2]}), new_session("s2")])
-            session.flush()
-            session.add_all(
-                [new_message(sid, seq, f"m{seq}") for sid in ("s1", "s2") for seq in (1, 2)]
-            )
-            session.add_all(
-                AgentStep(
-                    session_id="s1",
-                    seq=seq,
-                    step_index=seq,
-                    run_id="run-1",
-                    kind="model",
-                    model="model-a" if seq % 2 else "model-b",
-                    input={"q": seq},
-                    output=None,
-                    tool_calls=None,
-                    input_tokens=10 * seq,
-                    output_tokens=seq,
-                    total_tokens=11 * seq,
-                    usage_extra={"cached": seq},
-                    started_at=AT + timedelta(seconds=seq),
-                    ended_at=None,
-                    error=None,
-                )
-                for seq in (1, 2, 3)
-            )
-            session.add(
-                AgentGrant(
-                    session_id="s1",
-                    capability="Shell(rm -rf build/)",
-                    capability_hash="0" * 64,
-                    granted_by="alice",
-                    granted_at=AT,
-                    expires_at=None,
-                )
-            )
-            session.add_all(
-                AgentCheckpoint(
-                    ref=f"ck{seq}",
-                    session_id="s2",
-                    seq=seq,
-                    parent_ref=f"ck{seq - 1}" if seq > 1 else None,
-                    created_at=AT,
-                    expires_at=AT + timedelta(days=1),
-                    size=2,
-                    payload={"pending": seq},
-                )
-                for seq in (1, 2)
-            )
-    finally:
-        engine.dispose()
-
-
-def _rows(url: URL) -> dict[str, list[tuple[Any, ...]]]:
-    engine = create_sync_engine(url, poolclass=NullPool)
-    try:
-        with engine.connect() as connection:
-            return {
-                name: sorted(tuple(row) for row in connection.execute(select(table)))
-                for name, table in metadata.tables.items()
-            }
-    finally:
-        engine.dispose()
+    insert_legacy_rows(url)
 
 
 def _indexes(url: URL) -> set[str]:
@@ -122,21 +55,20 @@ def _indexes(url: URL) -> set[str]:
 def test_upgrading_a_populated_0001_database_keeps_every_row(scratch_url: URL) -> None:
     migrations.upgrade(scratch_url, "agentledger_0001")
     _populate(scratch_url)
-    before = _rows(scratch_url)
+    before = legacy_rows(scratch_url)
     assert all(before.values()), before
 
-    migrations.upgrade(scratch_url)
+    migrations.upgrade(scratch_url, "agentledger_0002")
 
     assert migrations.current(scratch_url) == "agentledger_0002"
     assert INDEX in _indexes(scratch_url)
-    assert _rows(scratch_url) == before
-    assert drift(scratch_url) == []
+    assert legacy_rows(scratch_url) == before
 
     migrations.downgrade(scratch_url, "agentledger_0001")
 
     assert migrations.current(scratch_url) == "agentledger_0001"
     assert INDEX not in _indexes(scratch_url)
-    assert _rows(scratch_url) == before
+    assert legacy_rows(scratch_url) == before
 
 
 STEPS = 200_000
@@ -148,9 +80,12 @@ def pg_at_0001(tmp_path: Path) -> Iterator[URL]:
         migrations.upgrade(url, "agentledger_0001")
         engine = create_engine(url, poolclass=NullPool)
         with engine.begin() as connection:
-            with Session(connection) as orm:
-                orm.add(new_session("s1"))
-                orm.flush()
+            connection.exec_driver_sql(
+                "INSERT INTO agentledger_sessions (id, status, state, message_count, "
+                "message_seq, step_count, checkpoint_seq, input_tokens, output_tokens, "
+                "total_tokens, created_at, updated_at, revision) "
+                "VALUES ('s1', 'active', '{}', 0, 0, 0, 0, 0, 0, 0, now(), now(), 1)"
+            )
             # 90 days of steps, five models, generated in the server.
             connection.exec_driver_sql(
                 "INSERT INTO agentledger_steps (session_id, seq, step_index, kind, model, "

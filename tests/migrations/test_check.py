@@ -63,7 +63,7 @@ def test_check_behind_names_both_revisions_and_the_command(scratch_url: URL) -> 
 
     assert (caught.value.current, caught.value.head) == ("agentledger_0001", migrations.head())
     assert "agentledger_0001" in str(caught.value) and migrations.head() in str(caught.value)
-    assert "to apply: agentledger_0002" in str(caught.value)
+    assert "to apply: agentledger_0002, agentledger_0003" in str(caught.value)
     assert caught.value.hint is not None and "agentledger db upgrade" in caught.value.hint
 
 

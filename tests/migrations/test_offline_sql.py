@@ -38,8 +38,8 @@ def test_offline_sql_creates_every_table_and_stamps_head(dialect: str) -> None:
         ("mysql", "CREATE INDEX ix_agentledger_steps_started_at_model "),
     ],
 )
-def test_offline_sql_from_0001_is_only_the_new_index(dialect: str, ddl: str) -> None:
-    script = migrations.sql(OFFLINE[dialect], from_revision="agentledger_0001")
+def test_offline_sql_from_0001_to_0002_is_only_the_new_index(dialect: str, ddl: str) -> None:
+    script = migrations.sql(OFFLINE[dialect], "agentledger_0002", from_revision="agentledger_0001")
 
     assert f"{ddl}ON agentledger_steps (started_at, model);" in script
     assert "CREATE TABLE" not in script and "DROP" not in script

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, MetaData, String, create_engine, event
+from sqlalchemy import Connection, MetaData, String, create_engine, event, text
 from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
 
@@ -32,9 +32,16 @@ def _copy(
     return copy
 
 
-def _as_at_0001(copy: MetaData) -> None:
-    steps = copy.tables["agentledger_steps"]
-    steps.indexes = {index for index in steps.indexes if index.name != NEW_INDEX}
+def _tables_of_release_0001(url: URL) -> None:
+    """The tables an older release (revision 0001) made, with no version stamped: as
+    its ``create_all`` would have left them."""
+    migrations.upgrade(url, "agentledger_0001")
+    engine = create_engine(url, poolclass=NullPool)
+    try:
+        with engine.begin() as connection:
+            connection.execute(text(f"DROP TABLE {VERSION_TABLE}"))
+    finally:
+        engine.dispose()
 
 
 def _create_all(url: URL, tables: MetaData) -> None:
@@ -76,7 +83,7 @@ def test_tables_made_by_create_all_are_adopted_at_head(scratch_url: URL) -> None
 def test_tables_of_an_older_release_name_the_difference_and_the_revision(
     scratch_url: URL,
 ) -> None:
-    _create_all(scratch_url, _copy(_as_at_0001))
+    _tables_of_release_0001(scratch_url)
 
     with pytest.raises(SchemaError) as caught:
         migrations.stamp(scratch_url)
@@ -145,7 +152,7 @@ def test_stamping_an_unknown_revision_is_a_validation_error(tmp_path: Path) -> N
 @pytest.mark.sqlite
 def test_db_stamp_on_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     url = f"sqlite:///{tmp_path / 'x.db'}"
-    _create_all(URL.create("sqlite", database=str(tmp_path / "x.db")), _copy(_as_at_0001))
+    _tables_of_release_0001(URL.create("sqlite", database=str(tmp_path / "x.db")))
 
     assert main(["db", "stamp", "--url", url]) == EXIT_SCHEMA
     err = capsys.readouterr().err.strip()

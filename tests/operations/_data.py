@@ -53,7 +53,8 @@ def ledger_at(url: URL | str, clock: Clock | None = None) -> Iterator[Ledger]:
 
 def populate(ledger: Ledger, *, prefix: str = "s") -> None:
     """Sessions covering every column: unicode, big ints, -0.0, times with offsets,
-    replaced conversations (seq gaps), grants with expiry, checkpoints with lineage."""
+    replaced conversations (seq gaps), grants with expiry, checkpoints with lineage,
+    external keys; app and user state."""
     rich = ledger.sessions.create(
         f"{prefix}-rich",
         app_name="app.one",
@@ -61,6 +62,7 @@ def populate(ledger: Ledger, *, prefix: str = "s") -> None:
         title="Tïtle 🌍",
         model="m-1",
         state=STATE,
+        external_key=f"thread ✓ {prefix}",
     )
     rich = ledger.messages.append(
         rich,
@@ -69,10 +71,11 @@ def populate(ledger: Ledger, *, prefix: str = "s") -> None:
             {"role": "assistant", "content": AWKWARD, "metadata": AWKWARD},
             {"role": "tool", "content": None},
         ],
-    )
+    ).session
     rich = ledger.messages.replace(rich, [{"role": "user", "content": [{"text": "compacted"}]}])
-    ledger.messages.append(rich, [{"role": "assistant", "content": "after the replace"}])
     at = datetime(2026, 1, 3, 4, 5, 6, 7, tzinfo=PLUS_14)
+    after = {"role": "assistant", "content": "after the replace", "external_key": "item ✓"}
+    ledger.messages.append(rich, [{**after, "created_at": at}])
     ledger.steps.append(
         f"{prefix}-rich",
         [
@@ -93,9 +96,17 @@ def populate(ledger: Ledger, *, prefix: str = "s") -> None:
                 "started_at": at,
                 "ended_at": at + timedelta(microseconds=1),
             },
-            {"step_index": 0, "kind": "tool", "name": "search", "error": "tïmeout\nline 2"},
+            {
+                "step_index": 0,
+                "kind": "tool",
+                "name": "search",
+                "error": "tïmeout\nline 2",
+                "external_key": "call ✓",
+            },
         ],
     )
+    ledger.app_state.merge("app.one", {"set": {"k": STATE}})  # JSONB too, like STATE
+    ledger.user_state.merge("app.two", "user-2", {"set": {"n": 2**62, "ü": [True, None]}})
     ledger.grants.grant(f"{prefix}-rich", "tool:search", granted_by="ünïcode user")
     ledger.grants.grant(
         f"{prefix}-rich", "shell:rm -rf /tmp/x ✓", expires_at=START + timedelta(days=365)

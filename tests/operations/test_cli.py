@@ -177,7 +177,10 @@ def test_export_to_a_file_says_what_it_wrote(
     assert main(["export", "--url", db, "-o", str(file)]) == EXIT_OK
 
     out, err = capsys.readouterr()
-    assert out == (f"exported 3 sessions, 3 messages, 3 steps, 1 grant, 1 checkpoint to {file}\n")
+    assert out == (
+        "exported 3 sessions, 3 messages, 3 steps, 1 grant, 1 checkpoint, 0 app_states, "
+        f"0 user_states to {file}\n"
+    )
     assert err == ""  # no progress: stderr is not a terminal
     assert json.loads(file.read_text().splitlines()[-1])["end"]["sessions"] == 3
 

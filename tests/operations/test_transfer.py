@@ -14,6 +14,7 @@ from sqlalchemy.engine import URL
 
 from agentledger import Ledger, SessionSelection, ValidationError, migrations
 from agentledger.retention import PurgePolicy
+from agentledger.transfer import FORMAT_VERSION
 
 from ..databases import dialect_params, scratch_database
 from ._data import counts, ledger_at, populate, snapshot
@@ -79,6 +80,8 @@ def test_a_round_trip_through_a_file_reproduces_every_row(source: str, tmp_path:
         "agentledger_steps": 8,
         "agentledger_grants": 2,
         "agentledger_checkpoints": 3,
+        "agentledger_app_state": 1,
+        "agentledger_user_state": 1,
     }
 
 
@@ -102,6 +105,8 @@ def test_importing_twice_changes_nothing(source: str, tmp_path: Path, dialect: s
         "steps": 8,
         "grants": 2,
         "checkpoints": 3,
+        "app_states": 1,
+        "user_states": 1,
     }
 
 
@@ -190,8 +195,14 @@ def test_export_of_one_session_or_a_user_holds_only_their_rows(source: str, tmp_
             tmp_path / "user.jsonl", selection=SessionSelection(user_id="user-2")
         )
 
-    assert one.rows == {"sessions": 1, "messages": 2, "steps": 2, "grants": 2, "checkpoints": 3}
-    assert user.rows == {"sessions": 3, "messages": 3, "steps": 6, "grants": 0, "checkpoints": 0}
+    assert one.rows == {
+        **{"sessions": 1, "messages": 2, "steps": 2, "grants": 2, "checkpoints": 3},
+        **{"app_states": 0, "user_states": 0},  # none when sessions are chosen by id
+    }
+    assert user.rows == {
+        **{"sessions": 3, "messages": 3, "steps": 6, "grants": 0, "checkpoints": 0},
+        **{"app_states": 0, "user_states": 1},  # the user's state, not the app's
+    }
     kinds = [next(iter(json.loads(line))) for line in (tmp_path / "user.jsonl").open()]
     assert kinds[0] == "agentledger_export" and kinds[-1] == "end"
     assert all(
@@ -206,7 +217,7 @@ def test_every_line_of_an_export_is_one_json_object_in_order(source: str, tmp_pa
         ledger.transfer.export_jsonl(stream, batch=2)
     lines = [json.loads(line) for line in stream.getvalue().splitlines()]
     header = lines[0]["agentledger_export"]
-    assert header["version"] == 1
+    assert header["version"] == 2
     assert header["schema_revision"] == migrations.head()
     assert header["source"] == "sqlite"
     seen_sessions: set[str] = set()
@@ -214,10 +225,15 @@ def test_every_line_of_an_export_is_one_json_object_in_order(source: str, tmp_pa
         ((kind, row),) = line.items()
         if kind == "session":
             seen_sessions.add(row["id"])
+        elif kind in ("app_state", "user_state"):
+            assert seen_sessions == {"s-rich", "s-empty", "s-many-0", "s-many-1", "s-many-2"}
         else:
             assert row["session_id"] in seen_sessions, "a row before its session"
     assert lines[-1] == {
-        "end": {"sessions": 5, "messages": 5, "steps": 8, "grants": 2, "checkpoints": 3}
+        "end": {
+            **{"sessions": 5, "messages": 5, "steps": 8, "grants": 2, "checkpoints": 3},
+            **{"app_states": 1, "user_states": 1},
+        }
     }
     step = next(line["step"] for line in lines if "step" in line and line["step"]["run_id"])
     assert step["started_at"] == "2026-01-02T14:05:06.000007Z"  # +14:00 read back as UTC
@@ -304,7 +320,8 @@ def test_a_row_that_breaks_the_rules_is_refused_before_any_write(
 
 def test_a_newer_format_is_refused_with_what_to_do(tmp_path: Path) -> None:
     file = tmp_path / "new.jsonl"
-    file.write_text('{"agentledger_export": {"version": 2}}\n', encoding="utf-8")
+    newer = FORMAT_VERSION + 1
+    file.write_text(f'{{"agentledger_export": {{"version": {newer}}}}}\n', encoding="utf-8")
     target = _migrated_sqlite(tmp_path, "target.db")
 
     with ledger_at(target) as ledger, pytest.raises(ValidationError, match="upgrade agentledger"):
@@ -354,8 +371,8 @@ def test_export_import_copy_and_purge_work_in_a_postgresql_schema(
         migrations.upgrade(url, schema="ledger_a")
         migrations.upgrade(url, schema="ledger_b")
         with Ledger(url, schema="ledger_a") as a, Ledger(url, schema="ledger_b") as b:
-            assert a.transfer.import_jsonl(file).inserted == 23
-            assert a.transfer.copy_to(b).inserted == 23
+            assert a.transfer.import_jsonl(file).inserted == 25
+            assert a.transfer.copy_to(b).inserted == 25
             stream = io.StringIO()
             assert b.transfer.export_jsonl(stream).rows["steps"] == 8
             assert b.retention.purge(PurgePolicy(keep_checkpoints=0)).checkpoints == 3

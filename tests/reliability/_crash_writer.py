@@ -46,7 +46,7 @@ def main(url: str, journal_mode: str | None) -> None:
             record = uow.sessions.create(session_id, state={"declared": size, "blob": "x" * 2000})
             record = uow.messages.append(
                 record, [NewMessage(role="user", content=f"m{i} " * 50) for i in range(size)]
-            )
+            ).session
             uow.steps.append(
                 session_id,
                 [NewStep(step_index=i, usage=TokenUsage(total_tokens=1)) for i in range(size)],

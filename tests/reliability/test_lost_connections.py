@@ -91,7 +91,9 @@ def test_run_retries_a_lost_connection_to_success_exactly_once(server: URL) -> N
     def append_once(uow: Any) -> int:
         attempts.append(1)
         record = uow.sessions.get("retry")
-        record = uow.messages.append(record, NewMessage(role="user", content="exactly once"))
+        record = uow.messages.append(
+            record, NewMessage(role="user", content="exactly once")
+        ).session
         if len(attempts) == 1:
             sync_kill_own_connection(uow, server)
         return int(record.revision)
@@ -110,7 +112,9 @@ async def test_async_run_retries_a_lost_connection_to_success_exactly_once(serve
     async def append_once(uow: Any) -> int:
         attempts.append(1)
         record = await uow.sessions.get("retry")
-        record = await uow.messages.append(record, NewMessage(role="user", content="once"))
+        record = (
+            await uow.messages.append(record, NewMessage(role="user", content="once"))
+        ).session
         if len(attempts) == 1:
             await async_kill_own_connection(uow, server)
         return int(record.revision)

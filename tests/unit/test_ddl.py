@@ -24,6 +24,8 @@ TABLES = {
     "agentledger_steps",
     "agentledger_grants",
     "agentledger_checkpoints",
+    "agentledger_app_state",
+    "agentledger_user_state",
 }
 MAX_NAME = 60
 MAX_INDEXED_CHARS = 255
@@ -53,7 +55,7 @@ def _columns() -> list[Column[object]]:
     return [column for table in metadata.sorted_tables for column in table.columns]
 
 
-def test_the_five_tables_have_the_contract_names() -> None:
+def test_the_tables_have_the_contract_names() -> None:
     assert set(metadata.tables) == TABLES
 
 

@@ -4,6 +4,7 @@ from .base import NAMING_CONVENTION, TABLE_PREFIX, VERSION_TABLE, Base, metadata
 from .checkpoint import AgentCheckpoint
 from .grant import AgentGrant
 from .message import AgentMessage
+from .scoped_state import AgentAppState, AgentUserState
 from .session import AgentSession
 from .step import AgentStep
 
@@ -11,11 +12,13 @@ __all__ = [
     "NAMING_CONVENTION",
     "TABLE_PREFIX",
     "VERSION_TABLE",
+    "AgentAppState",
     "AgentCheckpoint",
     "AgentGrant",
     "AgentMessage",
     "AgentSession",
     "AgentStep",
+    "AgentUserState",
     "Base",
     "metadata",
 ]

@@ -24,7 +24,7 @@ them. (Error translation does not key on them: SQLite reports no constraint name
 caller that inserts a key says what a duplicate of it means, see ``duplicate_as``.)"""
 
 metadata = MetaData(naming_convention=NAMING_CONVENTION)
-"""The MetaData of agentledger's five tables, public for direct queries and Alembic."""
+"""The MetaData of agentledger's tables, public for direct queries and Alembic."""
 
 MYSQL_TABLE_ARGS = {"mysql_engine": "InnoDB", "mysql_charset": "utf8mb4"}
 

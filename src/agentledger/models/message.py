@@ -5,11 +5,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import ForeignKey, Integer, String, UniqueConstraint
+from sqlalchemy import ForeignKey, Index, Integer, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from .base import MYSQL_TABLE_ARGS, Base
 from .types import BigIntId, Identifier, JSONDocument, UTCDateTime
+
+MAX_ROLE_LENGTH = 255
+"""The longest role of a message (characters)."""
+MAX_ROW_KEY_LENGTH = 255
+"""The longest external key of a message or a step (characters)."""
 
 if TYPE_CHECKING:
     from .session import AgentSession
@@ -28,17 +33,28 @@ class AgentMessage(Base):
     """The session the message belongs to; deleted with it."""
     seq: Mapped[int] = mapped_column(Integer)
     """Position in the conversation: starts at 1, strictly increases, never reused."""
-    role: Mapped[str] = mapped_column(String(32))
-    """Who spoke: ``user``, ``assistant``, ``system``, ``tool`` or a harness's own role."""
+    role: Mapped[str] = mapped_column(String(MAX_ROLE_LENGTH))
+    """Who spoke: ``user``, ``assistant``, ``system``, ``tool`` or a harness's own role
+    (an agent's name, say); up to 255 characters."""
     content: Mapped[Any] = mapped_column(JSONDocument())
     """The message content: any JSON value, stored as text so it round-trips exactly."""
     metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSONDocument())
     """Caller metadata (a JSON object): ids from the provider, attachments, flags."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
-    """When the message was appended (UTC, microseconds)."""
+    """When the message was appended, or the time the caller gave it (UTC, microseconds);
+    ``seq``, not this, orders the conversation."""
+    external_key: Mapped[str | None] = mapped_column(Identifier(MAX_ROW_KEY_LENGTH))
+    """The caller's key for the message (a framework's item or event id), unique per
+    session: appending a key again returns the stored message (an idempotent retry)."""
 
     session: Mapped[AgentSession] = relationship(back_populates="messages", lazy="raise")
     """The owning session. Declared so a flush updates the session row (and checks its
     revision) before inserting messages."""
 
-    __table_args__ = (UniqueConstraint("session_id", "seq"), MYSQL_TABLE_ARGS)
+    __table_args__ = (
+        UniqueConstraint("session_id", "seq"),
+        # Idempotent appends and reads by time (revision 0003).
+        UniqueConstraint("session_id", "external_key"),
+        Index(None, "session_id", "created_at", "seq"),
+        MYSQL_TABLE_ARGS,
+    )

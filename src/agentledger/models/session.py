@@ -5,11 +5,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import BigInteger, Index, Integer, String
+from sqlalchemy import BigInteger, Index, Integer, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, WriteOnlyMapped, mapped_column, relationship
 
 from .base import MYSQL_TABLE_ARGS, Base
 from .types import Identifier, JSONDocument, JSONState, UTCDateTime
+
+MAX_SCOPE_LENGTH = 255
+"""The longest app_name or user_id (characters)."""
+MAX_EXTERNAL_KEY_LENGTH = 1024
+"""The longest external key of a session (characters)."""
 
 if TYPE_CHECKING:
     from .checkpoint import AgentCheckpoint
@@ -33,10 +38,19 @@ class AgentSession(Base):
 
     id: Mapped[str] = mapped_column(Identifier(128), primary_key=True)
     """Session id: 1-128 ASCII letters, digits, ``_ - .``; case-sensitive on every dialect."""
-    app_name: Mapped[str | None] = mapped_column(Identifier(128))
-    """Optional scope: the application that owns the session."""
-    user_id: Mapped[str | None] = mapped_column(Identifier(128))
-    """Optional scope: the end user the session belongs to."""
+    app_name: Mapped[str | None] = mapped_column(Identifier(MAX_SCOPE_LENGTH))
+    """Optional scope: the application that owns the session (1-255 characters of any
+    text, compared exactly; revision 0003 widened it from an id)."""
+    user_id: Mapped[str | None] = mapped_column(Identifier(MAX_SCOPE_LENGTH))
+    """Optional scope: the end user the session belongs to (1-255 characters of any text,
+    an email say, compared exactly)."""
+    external_key: Mapped[str | None] = mapped_column(Identifier(MAX_EXTERNAL_KEY_LENGTH))
+    """The caller's own key for the session (a framework's thread or session id): up to
+    1,024 characters of any text, unique within (app_name, user_id); compared exactly."""
+    external_key_hash: Mapped[str | None] = mapped_column(Identifier(64))
+    """SHA-256 (hex) of (app_name, user_id, external_key): the unique key of a keyed
+    session, since NULL scopes are distinct in a unique constraint and 1,024 characters
+    are beyond MariaDB's index key limit. NULL for a session without a key."""
     title: Mapped[str | None] = mapped_column(String(512))
     """A human title; listings fall back to ``preview`` when it is empty."""
     model: Mapped[str | None] = mapped_column(String(255))
@@ -96,5 +110,7 @@ class AgentSession(Base):
         Index(None, "app_name", "updated_at", "id"),
         Index(None, "user_id", "updated_at", "id"),
         Index(None, "status", "updated_at", "id"),
+        # Look-ups by external key (revision 0003).
+        UniqueConstraint("external_key_hash"),
         MYSQL_TABLE_ARGS,
     )

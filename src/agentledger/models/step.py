@@ -9,6 +9,7 @@ from sqlalchemy import BigInteger, ForeignKey, Index, Integer, String, Text, Uni
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from .base import MYSQL_TABLE_ARGS, Base
+from .message import MAX_ROW_KEY_LENGTH
 from .types import BigIntId, Identifier, JSONDocument, UTCDateTime
 
 if TYPE_CHECKING:
@@ -59,6 +60,9 @@ class AgentStep(Base):
     """When the step ended, if it did."""
     error: Mapped[str | None] = mapped_column(Text)
     """The error the step ended with, if any."""
+    external_key: Mapped[str | None] = mapped_column(Identifier(MAX_ROW_KEY_LENGTH))
+    """The caller's key for the step, unique per session: appending a key again returns
+    the stored step (an idempotent retry)."""
 
     session: Mapped[AgentSession] = relationship(back_populates="steps", lazy="raise")
     """The owning session."""
@@ -67,5 +71,9 @@ class AgentStep(Base):
         UniqueConstraint("session_id", "seq"),
         # Token usage over a period (steps.usage(since=..., model=...)): revision 0002.
         Index(None, "started_at", "model"),
+        # Idempotent appends, steps by run and by kind (revision 0003).
+        UniqueConstraint("session_id", "external_key"),
+        Index(None, "session_id", "run_id", "seq"),
+        Index(None, "session_id", "kind", "seq"),
         MYSQL_TABLE_ARGS,
     )

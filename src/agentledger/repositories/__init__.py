@@ -5,18 +5,28 @@ operations (``SessionRepository``...) and, below it, its async face
 from .checkpoints import AsyncCheckpointRepository, CheckpointRepository
 from .grants import AsyncGrantRepository, GrantRepository
 from .messages import AsyncMessageRepository, MessageRepository
+from .scoped_state import (
+    AppStateRepository,
+    AsyncAppStateRepository,
+    AsyncUserStateRepository,
+    UserStateRepository,
+)
 from .sessions import AsyncSessionRepository, SessionRepository
 from .steps import AsyncStepRepository, StepRepository
 
 __all__ = [
+    "AppStateRepository",
+    "AsyncAppStateRepository",
     "AsyncCheckpointRepository",
     "AsyncGrantRepository",
     "AsyncMessageRepository",
     "AsyncSessionRepository",
     "AsyncStepRepository",
+    "AsyncUserStateRepository",
     "CheckpointRepository",
     "GrantRepository",
     "MessageRepository",
     "SessionRepository",
     "StepRepository",
+    "UserStateRepository",
 ]

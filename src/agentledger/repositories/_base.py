@@ -19,6 +19,7 @@ from sqlalchemy import Connection
 from sqlalchemy.engine import URL
 from sqlalchemy.orm import Session
 
+from .._dialects import begin_snapshot
 from .._json import Limits
 from .._translate import translated
 from ..clock import Clock, checked_now
@@ -62,11 +63,21 @@ class Work:
     and the caller's commit is what makes it durable.
     """
 
-    def __init__(self, session: Session, settings: Settings, *, writes: bool, joined: bool):
+    def __init__(
+        self,
+        session: Session,
+        settings: Settings,
+        *,
+        writes: bool,
+        joined: bool,
+        snapshot: bool = False,
+    ):
         self.session = session
         self.settings = settings
         self.writes = writes
         self.joined = joined
+        self.snapshot = snapshot
+        """A read-only transaction that must see one snapshot (see ``begin``)."""
         self.rollback_only = False
         self.active = False
         self._restore: dict[str, Any] | None = None
@@ -79,8 +90,12 @@ class Work:
         self.finish(failed=exc_type is not None)
 
     def begin(self) -> None:
-        """Start the transaction. Owned: nothing is sent yet. Joined: the SAVEPOINT in
-        the caller's transaction starts now."""
+        """Start the transaction. Owned: nothing is sent yet (a snapshot read on
+        MariaDB/MySQL: its START TRANSACTION, see ``_dialects.begin_snapshot``). Joined:
+        the SAVEPOINT in the caller's transaction starts now."""
+        if self.snapshot:
+            with translated(self.settings.url):
+                begin_snapshot(self.session.connection())
         if self.joined:
             with translated(self.settings.url):
                 connection = self.session.connection()

@@ -6,9 +6,10 @@ aware UTC datetimes. Every table is described once (``TableSpec``), derived from
 models, so a column added by a migration is carried without a second list to update.
 
 Not carried: surrogate keys (``id`` of messages, steps and grants: database-local, and
-meaningless elsewhere) and ``capability_hash`` (derived from the capability). Rows are
-matched on their natural keys instead: a session's id, (session, seq), a checkpoint's
-ref, (session, capability).
+meaningless elsewhere), ``capability_hash`` and ``external_key_hash`` (derived from the
+capability, and from a session's scope and key). Rows are matched on their natural keys
+instead: a session's id, (session, seq), a checkpoint's ref, (session, capability), an
+app state's app_name, a user state's (app_name, user_id).
 """
 
 from __future__ import annotations
@@ -35,14 +36,27 @@ from .._json import Limits, check_json, decode_json
 from ..clock import format_time
 from ..errors import InvalidIdError, ValidationError
 from ..ids import validate_id
-from ..models import AgentCheckpoint, AgentGrant, AgentMessage, AgentSession, AgentStep
+from ..models import (
+    AgentAppState,
+    AgentCheckpoint,
+    AgentGrant,
+    AgentMessage,
+    AgentSession,
+    AgentStep,
+    AgentUserState,
+)
 from ..models.types import UTCDateTime, json_text
 from .grants import capability_hash
+from .sessions import external_key_hash
 
 _INT32 = 2**31
 _INT64 = 2**63
-_NOT_CARRIED = {"agentledger_grants": {"id", "capability_hash"}}
-_ID_COLUMNS = {"id", "session_id", "app_name", "user_id", "run_id"}
+_NOT_CARRIED = {
+    "agentledger_grants": {"id", "capability_hash"},
+    "agentledger_sessions": {"external_key_hash"},
+}
+_ID_COLUMNS = {"id", "session_id", "run_id"}
+_NON_EMPTY = {"capability", "app_name", "user_id", "external_key"}
 _REF_COLUMNS = {"ref", "parent_ref", "latest_checkpoint_ref"}
 _MAX_REF = 64
 _TEXT_LIMITS = Limits(max_value_bytes=2**31 - 1)
@@ -145,9 +159,23 @@ CHECKPOINTS = _spec(
     objects=("payload",),
     max_bytes={"payload": "max_checkpoint_bytes"},
 )
-SPECS: tuple[TableSpec, ...] = (SESSIONS, MESSAGES, STEPS, GRANTS, CHECKPOINTS)
-"""Every table, parents first (the order rows are written in)."""
-CHILDREN: tuple[TableSpec, ...] = SPECS[1:]
+APP_STATE = _spec(
+    "app_state", AgentAppState, key=("app_name",), order=("app_name",), objects=("state",)
+)
+USER_STATE = _spec(
+    "user_state",
+    AgentUserState,
+    key=("app_name", "user_id"),
+    order=("app_name", "user_id"),
+    objects=("state",),
+)
+SESSION_SPECS: tuple[TableSpec, ...] = (SESSIONS, MESSAGES, STEPS, GRANTS, CHECKPOINTS)
+"""Sessions and the tables that hang off them, parents first."""
+CHILDREN: tuple[TableSpec, ...] = SESSION_SPECS[1:]
+SCOPED: tuple[TableSpec, ...] = (APP_STATE, USER_STATE)
+"""App and user state: rows of their own, not of a session (export format 2)."""
+SPECS: tuple[TableSpec, ...] = SESSION_SPECS + SCOPED
+"""Every table, in the order rows are written in."""
 BY_KIND: dict[str, TableSpec] = {spec.kind: spec for spec in SPECS}
 _NULLABLE_OBJECTS = {"last_run", "usage_extra"}
 
@@ -208,6 +236,11 @@ def checked(
     row = {name: check(values[name], where, limits) for name, check in checks.items()}
     if spec is GRANTS:
         row["capability_hash"] = capability_hash(row["capability"])
+    if spec is SESSIONS:
+        key = row["external_key"]
+        row["external_key_hash"] = (
+            None if key is None else external_key_hash(row["app_name"], row["user_id"], key)
+        )
     return row
 
 
@@ -302,7 +335,7 @@ class _TextCheck:
             raise ValidationError(
                 f"{at} is {len(value)} characters, over the limit of {self.length}"
             )
-        if not value and self.name == "capability":
+        if not value and self.name in _NON_EMPTY:
             raise ValidationError(f"{at} cannot be empty")
         if "\x00" in value or not value.isascii():
             check_json(value, path=at, limits=_TEXT_LIMITS)  # NUL characters, lone surrogates

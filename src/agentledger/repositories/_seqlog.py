@@ -3,7 +3,9 @@
 Both tables are keyed by (session_id, seq); the newest ``n``, a window after a seq
 and the whole log are each one query on that key, built once. An empty answer is
 told apart from a session that does not exist by a second look at the session row,
-only when the answer is empty.
+only when the answer is empty. A read that asks for more than ``STREAM_ABOVE`` rows
+is fetched in partitions (a server-side cursor where the driver has one), so the
+driver never holds the whole answer next to the records built from it.
 """
 
 from __future__ import annotations
@@ -15,15 +17,20 @@ from sqlalchemy import Integer, Row, Select, Table, bindparam
 from sqlalchemy.orm import Session
 
 from .._checks import bounded_int
+from .._dialects import stream_options
 from ..errors import NotFoundError
 from ..ids import validate_id
 from ._session_row import session_exists
+
+STREAM_ABOVE = 10_000
+"""Reads asking for more rows than this are streamed in partitions of this many."""
 
 
 class SeqLog:
     """The prebuilt reads of one seq-ordered child table of sessions."""
 
     def __init__(self, table: Table, read: Select[Any], *, max_read: int) -> None:
+        self.table = table
         of_session = table.c.session_id == bindparam("id")
         count = bindparam("n", type_=Integer())
         # Built once: building and cache-keying a statement per call cost more than
@@ -42,7 +49,13 @@ class SeqLog:
         """The newest ``n`` rows of session ``id``, in seq order."""
         validate_id(id)
         count = bounded_int(n, "n", low=1, high=self.max_read)
-        return list(reversed(self._rows(session, id, self._last, n=count)))
+        return list(reversed(self.rows(session, id, self._last, n=count)))
+
+    def last_rows(self, session: Session, id: str, count: int) -> Sequence[Row[Any]]:
+        """The newest ``count`` rows of session ``id`` (checked by the caller), in seq
+        order; an empty list whether or not the session exists."""
+        rows = session.connection().execute(self._last, {"id": id, "n": count}).all()
+        return list(reversed(rows))
 
     def window(
         self, session: Session, id: str, *, after_seq: object, limit: object
@@ -51,17 +64,22 @@ class SeqLog:
         validate_id(id)
         count = bounded_int(limit, "limit", low=1, high=self.max_read)
         after = bounded_int(after_seq, "after_seq")
-        return self._rows(session, id, self._window, after=after, n=count)
+        return self.rows(session, id, self._window, after=after, n=count)
 
     def all(self, session: Session, id: str) -> Sequence[Row[Any]]:
         """Every row of session ``id``, in seq order."""
         validate_id(id)
-        return self._rows(session, id, self._all)
+        return self.rows(session, id, self._all)
 
-    def _rows(
+    def rows(
         self, session: Session, id: str, query: Select[Any], **params: Any
     ) -> Sequence[Row[Any]]:
-        rows = session.connection().execute(query, {"id": id, **params}).all()
+        """The rows of ``query`` (on session ``id``); NotFoundError when there are none
+        and the session does not exist."""
+        connection = session.connection()
+        if params.get("n", 0) > STREAM_ABOVE:
+            connection = connection.execution_options(**stream_options(connection, STREAM_ABOVE))
+        rows = connection.execute(query, {"id": id, **params}).all()
         if not rows and not session_exists(session, id):
             raise NotFoundError(f"no session {id!r}", id=id)
         return rows

@@ -38,10 +38,15 @@ from ..records import RunSummary, SessionRecord, SessionSelection, SessionSummar
 SESSIONS = cast(Table, AgentSession.__table__)
 TABLE = SESSIONS.name
 _JSON_COLUMNS = ("state", "last_run")
+_NOT_IN_RECORD = ("external_key_hash",)
+_COLUMNS = tuple(column for column in SESSIONS.c if column.name not in _NOT_IN_RECORD)
+"""The columns a SessionRecord holds, in table (and record field) order."""
 _RECORD_COLUMNS = tuple(
     json_text(column).label(column.name) if column.name in _JSON_COLUMNS else column
-    for column in SESSIONS.c
+    for column in _COLUMNS
 )
+RECORD_COLUMNS = _RECORD_COLUMNS
+"""Every column of a SessionRecord (JSON columns as text), for reads that build one."""
 SUMMARY_COLUMNS = (
     SESSIONS.c.id,
     SESSIONS.c.title,
@@ -59,6 +64,11 @@ SUMMARY_COLUMNS = (
     SESSIONS.c.updated_at,
 )
 """The columns of a listing row (``SessionSummary``)."""
+SUMMARY_EXTRAS = {
+    "external_key": SESSIONS.c.external_key,
+    "state": json_text(SESSIONS.c.state).label("state"),
+}
+"""What a listing can include on request (``include=``), after ``SUMMARY_COLUMNS``."""
 _COUNTS = ("message_count", "step_count", "input_tokens", "output_tokens", "total_tokens")
 _BY_ID = SESSIONS.c.id == bindparam("id")
 # Built once: building and cache-keying a statement per call cost more than running it.
@@ -115,9 +125,19 @@ def _corrupt(id: str, column: str, problem: str) -> CorruptRecordError:
     )
 
 
-def summary_of(row: Sequence[Any]) -> SessionSummary:
-    """A SessionSummary from a row of ``SUMMARY_COLUMNS``; title falls back to the preview."""
-    (id, title, preview, app_name, user_id, model, status, *counts, created_at, updated_at) = row
+def summary_of(row: Sequence[Any], include: Sequence[str] = ()) -> SessionSummary:
+    """A SessionSummary from a row of ``SUMMARY_COLUMNS`` followed by the ``include``d
+    extras (in ``SUMMARY_EXTRAS`` order); title falls back to the preview."""
+    base = len(SUMMARY_COLUMNS)
+    extras = dict(zip(include, row[base:], strict=True))
+    (id, title, preview, app_name, user_id, model, status, *counts, created_at, updated_at) = row[
+        :base
+    ]
+    state = extras.get("state")
+    if state is not None:
+        state = _decoded(state, id, "state")
+        if type(state) is not dict:
+            raise _corrupt(id, "state", "is JSON but not an object")
     values = {
         "id": id,
         "title": title or preview,
@@ -128,6 +148,8 @@ def summary_of(row: Sequence[Any]) -> SessionSummary:
         **dict(zip(_COUNTS, counts, strict=True)),
         "created_at": created_at,
         "updated_at": updated_at,
+        "external_key": extras.get("external_key"),
+        "state": state,
     }
     return from_stored(SessionSummary, values)
 
@@ -187,7 +209,7 @@ def _returning_table() -> Table:
             primary_key=column.primary_key,
             server_onupdate=None if column.name in ("id", "revision") else FetchedValue(),
         )
-        for column in SESSIONS.c
+        for column in _COLUMNS
     ]
     return Table(TABLE, MetaData(), *columns)
 
@@ -244,9 +266,25 @@ def flush_versioned(session: Session, record: SessionRecord) -> None:
         session.flush()
 
 
+def current_or_conflict(session: Session, record: SessionRecord) -> SessionRecord:
+    """The stored session, when it is still at the record's revision; else the
+    ConflictError a versioned write from the record would raise (``stale``, ``deleted``)."""
+    try:
+        current = load_record(session, record.id)
+    except NotFoundError:
+        raise _conflict(record, exists=False) from None
+    if current.revision != record.revision:
+        raise _conflict(record, exists=True)
+    return current
+
+
 def _stale_or_deleted(session: Session, record: SessionRecord) -> ConflictError:
     session.rollback()
-    if session_exists(session, record.id):
+    return _conflict(record, exists=session_exists(session, record.id))
+
+
+def _conflict(record: SessionRecord, *, exists: bool) -> ConflictError:
+    if exists:
         return ConflictError(
             f"session {record.id!r} changed since revision {record.revision}; "
             "read it again and re-apply the change",

@@ -166,8 +166,11 @@ class CheckpointRepository(Repository):
                 path="payload",
             )
         limits = self._work.settings.limits
+        # A context window holds what the model sees: a message's own time and key are
+        # not part of it (and a datetime is not JSON).
+        window_only = {"context_window": {"__all__": {"created_at", "external_key"}}}
         text = check_json(
-            payload.model_dump(),
+            payload.model_dump(exclude=window_only),
             path="payload",
             limits=limits,
             max_bytes=limits.max_checkpoint_bytes,

@@ -7,26 +7,49 @@ RETURNING`` is needed on any dialect): a stale writer's UPDATE matches no row, a
 none of its messages are stored. Appending costs the same whatever the
 length of the conversation: one UPDATE, one INSERT, and where the UPDATE cannot return
 the row (MariaDB/MySQL), one SELECT of it.
+
+A message may carry the caller's key (``external_key``), unique per session. Keys
+are looked up *before* the revision check: a retry of an append whose commit had an
+unknown outcome finds its messages stored and returns them, where the revision check
+alone would call its (now stale) record a conflict. The same call may apply a state
+delta to the session (in the same versioned UPDATE) and to its app and user state
+(merged under their row locks, after the session's): one revision step per call.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Row, Table, bindparam, delete, insert, select
+from pydantic import ValidationError as PydanticValidationError
+from sqlalchemy import Integer, Row, Table, bindparam, delete, insert, select
 
+from .._checks import bounded_int, checked_text
 from .._concurrency import spawn
-from .._json import check_object, check_row, decode_json
-from ..errors import CorruptRecordError, ValidationError
+from .._json import canonical, check_object, check_row, decode_json
+from .._translate import duplicate_as
+from ..clock import utc
+from ..errors import ConflictError, CorruptRecordError, ValidationError
 from ..ids import validate_id
 from ..models import AgentMessage
+from ..models.message import MAX_ROW_KEY_LENGTH
 from ..models.types import json_text
-from ..records import Message, NewMessage, SessionRecord, from_stored
+from ..records import (
+    Appended,
+    Message,
+    NewMessage,
+    Popped,
+    SessionRecord,
+    StateDelta,
+    from_stored,
+)
+from . import _state
 from ._base import Repository, operation
 from ._seqlog import SeqLog
 from ._session_row import (
+    current_or_conflict,
     flush_versioned,
     load_record,
     versioned_row,
@@ -34,23 +57,44 @@ from ._session_row import (
 )
 
 _MESSAGES = cast(Table, AgentMessage.__table__)
-MAX_READ = 10_000
-"""The most messages one read returns."""
+MAX_READ = 2**31 - 1
+"""The most messages one read may ask for: no cap below what one query can stream
+(seqs are 32-bit integers)."""
 _READ = select(
     _MESSAGES.c.seq,
     _MESSAGES.c.role,
     json_text(_MESSAGES.c.content).label("content"),
     json_text(_MESSAGES.c.metadata).label("metadata"),
     _MESSAGES.c.created_at,
+    _MESSAGES.c.external_key,
 )
 _LOG = SeqLog(_MESSAGES, _READ, max_read=MAX_READ)
 _INSERT = insert(_MESSAGES)
-_DELETE_ALL = delete(_MESSAGES).where(_MESSAGES.c.session_id == bindparam("id"))
+_OF_SESSION = _MESSAGES.c.session_id == bindparam("id")
+_DELETE_ALL = delete(_MESSAGES).where(_OF_SESSION)
+_DELETE_FROM = delete(_MESSAGES).where(_OF_SESSION, _MESSAGES.c.seq >= bindparam("seq"))
+_COUNT = bindparam("n", type_=Integer())
+_AT = bindparam("at", type_=_MESSAGES.c.created_at.type)
+_BY_TIME = (_MESSAGES.c.created_at, _MESSAGES.c.seq)
+# Each one query on the (session_id, created_at, seq) index; ties in time order by seq.
+_SINCE = _READ.where(_OF_SESSION, _MESSAGES.c.created_at >= _AT)
+_BEFORE = _READ.where(_OF_SESSION, _MESSAGES.c.created_at < _AT)
+_TIME_READS = {
+    (False, False): _SINCE.order_by(*_BY_TIME),
+    (False, True): _SINCE.order_by(*(c.desc() for c in _BY_TIME)).limit(_COUNT),
+    (True, False): _BEFORE.order_by(*_BY_TIME),
+    (True, True): _BEFORE.order_by(*(c.desc() for c in _BY_TIME)).limit(_COUNT),
+}
+_BY_KEYS = _READ.where(_OF_SESSION, _MESSAGES.c.external_key.in_(bindparam("keys", expanding=True)))
+_BY_KEYS_LOCKED = _BY_KEYS.with_for_update(read=True)
 PREVIEW_LENGTH = 256
 
 MessageInput = NewMessage | Message | dict[str, Any]
 """What ``append`` and ``replace`` take: a NewMessage, a Message read earlier (its seq
-is ignored) or a dict with ``role``, ``content`` and optional ``metadata``."""
+is ignored; its time and key are kept) or a dict with ``role``, ``content`` and
+optional ``metadata``, ``created_at`` and ``external_key``."""
+Delta = StateDelta | dict[str, Any]
+"""A state delta: a StateDelta, or a dict ``{"set": {...}, "delete": [...]}``."""
 
 
 def _as_new_messages(messages: MessageInput | Iterable[MessageInput]) -> list[NewMessage]:
@@ -69,14 +113,23 @@ def _as_new_messages(messages: MessageInput | Iterable[MessageInput]) -> list[Ne
         if isinstance(item, NewMessage):
             result.append(item)
         elif isinstance(item, Message):
-            result.append(NewMessage(role=item.role, content=item.content, metadata=item.metadata))
+            result.append(
+                NewMessage(
+                    role=item.role,
+                    content=item.content,
+                    metadata=item.metadata,
+                    created_at=item.created_at,
+                    external_key=item.external_key,
+                )
+            )
         elif isinstance(item, dict):
             try:
                 result.append(NewMessage.model_validate(item))
-            except ValueError as error:
-                raise ValidationError(
-                    f"messages[{index}]: {error}", path=f"messages[{index}]"
-                ) from None
+            except PydanticValidationError as error:
+                where = f"messages[{index}]"
+                fields = error.errors()[0]["loc"] if error.errors() else ()
+                path = f"{where}.{fields[0]}" if fields else where
+                raise ValidationError(f"{where}: {error}", path=path) from None
         else:
             raise ValidationError(
                 f"messages[{index}] is a {type(item).__name__}, not a message",
@@ -121,7 +174,7 @@ def messages_of(rows: Sequence[Sequence[Any]], session_id: str) -> list[Message]
     records built without validating again what was validated on write."""
     loads = json.loads
     result = []
-    for seq, role, content_text, metadata_text, created_at in rows:
+    for seq, role, content_text, metadata_text, created_at, external_key in rows:
         try:
             content = loads(content_text)
             metadata = {} if metadata_text == "{}" else loads(metadata_text)
@@ -135,6 +188,7 @@ def messages_of(rows: Sequence[Sequence[Any]], session_id: str) -> list[Message]
             "content": content,
             "metadata": metadata,
             "created_at": created_at,
+            "external_key": external_key,
         }
         result.append(from_stored(Message, values))
     return result
@@ -168,25 +222,94 @@ class MessageRepository(Repository):
     def _validated(self, messages: MessageInput | Iterable[MessageInput]) -> list[NewMessage]:
         limits = self._work.settings.limits
         checked = _as_new_messages(messages)
+        keys: set[str] = set()
         for index, message in enumerate(checked):
+            where = f"messages[{index}]"
             if "\x00" in message.role:
-                raise ValidationError(f"messages[{index}].role contains a NUL character")
-            check_object(message.metadata, path=f"messages[{index}].metadata", limits=limits)
+                raise ValidationError(
+                    f"{where}.role contains a NUL character", path=f"{where}.role"
+                )
+            check_object(message.metadata, path=f"{where}.metadata", limits=limits)
             check_row(
                 {"content": message.content, "metadata": message.metadata},
-                path=f"messages[{index}]",
+                path=where,
                 limits=limits,
             )
+            changes: dict[str, Any] = {}
+            if message.created_at is not None:
+                changes["created_at"] = utc(message.created_at, field=f"{where}.created_at")
+            if message.external_key is not None:
+                key = checked_text(
+                    message.external_key, f"{where}.external_key", max_length=MAX_ROW_KEY_LENGTH
+                )
+                if key in keys:
+                    raise ValidationError(
+                        f"{where}.external_key {key!r} appears twice in the batch",
+                        path=f"{where}.external_key",
+                    )
+                keys.add(key)
+            if changes:
+                checked[index] = message.model_copy(update=changes)
         return checked
 
+    def _deltas(self, **deltas: Delta | None) -> dict[str, StateDelta]:
+        limits = self._work.settings.limits
+        return {
+            name: _state.as_delta(delta, path=name, limits=limits)
+            for name, delta in deltas.items()
+            if delta is not None
+        }
+
+    def _target(self, session: SessionRecord | str, operation: str) -> tuple[SessionRecord, bool]:
+        """The record an optimistic call checks, or for a blind call (an id) the stored
+        one, read under the row lock; and whether the call is blind."""
+        if isinstance(session, SessionRecord):
+            return session, False
+        if isinstance(session, str):
+            return load_record(self._session, validate_id(session), lock="update"), True
+        raise ValidationError(
+            f"{operation}() takes a SessionRecord or a session id, got {type(session).__name__}",
+            path="session",
+        )
+
+    def _stored_by_key(
+        self, id: str, messages: list[NewMessage], *, locked: bool
+    ) -> dict[str, Message]:
+        """The stored messages of session ``id`` with the keys of ``messages``, by key;
+        ConflictError ``duplicate`` for one stored with other content."""
+        keys = [m.external_key for m in messages if m.external_key is not None]
+        if not keys:
+            return {}
+        query = _BY_KEYS_LOCKED if locked else _BY_KEYS
+        rows = self._session.connection().execute(query, {"id": id, "keys": keys}).all()
+        stored = {message.external_key: message for message in messages_of(rows, id)}
+        for message in messages:
+            found = stored.get(message.external_key) if message.external_key else None
+            if found is not None and not _same_message(message, found):
+                raise ConflictError(
+                    f"session {id!r} already holds a message with key "
+                    f"{message.external_key!r} and other content",
+                    reason="duplicate",
+                    id=id,
+                )
+        return {key: message for key, message in stored.items() if key is not None}
+
     def _write(
-        self, record: SessionRecord, messages: list[NewMessage], *, replace: bool
-    ) -> SessionRecord:
+        self,
+        record: SessionRecord,
+        messages: list[NewMessage],
+        *,
+        replace: bool,
+        state_delta: StateDelta | None = None,
+    ) -> tuple[SessionRecord, list[Message]]:
         now = self._work.settings.now()
         row = versioned_row(self._session, record)
         row.message_seq = record.message_seq + len(messages)
         row.message_count = (0 if replace else record.message_count) + len(messages)
         row.updated_at = now
+        if state_delta is not None:
+            limits = self._work.settings.limits
+            row.state = _state.applied(record.state, state_delta, path="state", limits=limits)
         if record.preview is None:
             opening = next((m for m in messages if m.role == "user"), None)
             preview = preview_of(opening.content) if opening is not None else None
@@ -198,52 +321,116 @@ class MessageRepository(Repository):
         connection = self._session.connection()
         if replace:
             connection.execute(_DELETE_ALL, {"id": record.id})
+        stored = [
+            from_stored(
+                Message,
+                {
+                    "seq": record.message_seq + offset,
+                    "role": message.role,
+                    "content": message.content,
+                    "metadata": message.metadata,
+                    "created_at": message.created_at or now,
+                    "external_key": message.external_key,
+                },
+            )
+            for offset, message in enumerate(messages, start=1)
+        ]
         rows = [
             {
                 "session_id": record.id,
-                "seq": record.message_seq + offset,
+                "seq": message.seq,
                 "role": message.role,
                 "content": message.content,
                 "metadata": message.metadata,
-                "created_at": now,
+                "created_at": message.created_at,
+                "external_key": message.external_key,
             }
-            for offset, message in enumerate(messages, start=1)
+            for message in stored
         ]
         if rows:
-            # One prebuilt INSERT (a batch for several): the rows need no identity map.
-            connection.execute(_INSERT, rows if len(rows) > 1 else rows[0])
-        return written_record(self._session, row)
+            # One prebuilt INSERT (a batch for several): the rows need no identity map. A
+            # key inserted meanwhile by a writer that bypassed the revision is a duplicate.
+            with duplicate_as(lambda: _duplicate(record.id)):
+                connection.execute(_INSERT, rows if len(rows) > 1 else rows[0])
+        return written_record(self._session, row), stored
+
+    def _merge_scopes(self, record: SessionRecord, deltas: dict[str, StateDelta]) -> None:
+        """Merge the app and user state deltas of a call, in that order (after the
+        session row, the lock order of every writer)."""
+        now, limits = self._work.settings.now(), self._work.settings.limits
+        for name, kind in (("app_state_delta", _state.APP), ("user_state_delta", _state.USER)):
+            if name in deltas:
+                key = tuple(getattr(record, column) for column in kind.keys)
+                _state.merge(self._session, kind, key, deltas[name], now, limits, path=name)
+
+    @staticmethod
+    def _check_scopes(record: SessionRecord, deltas: dict[str, StateDelta]) -> None:
+        needs = {"app_state_delta": ("app_name",), "user_state_delta": ("app_name", "user_id")}
+        for name, columns in needs.items():
+            for column in columns:
+                if name in deltas and getattr(record, column) is None:
+                    raise ValidationError(
+                        f"{name}: session {record.id!r} has no {column}, so it has no "
+                        f"{name.removesuffix('_delta').replace('_', ' ')}",
+                        path=name,
+                    )
 
     @operation(writes=True)
     def append(
         self,
         session: SessionRecord | str,
         messages: MessageInput | Iterable[MessageInput],
-    ) -> SessionRecord:
-        """Append messages to the conversation; returns the session at its new revision.
+        *,
+        state_delta: Delta | None = None,
+        app_state_delta: Delta | None = None,
+        user_state_delta: Delta | None = None,
+    ) -> Appended:
+        """Append messages to the conversation; returns the session at its new revision
+        and the messages with their seqs (one INSERT for the batch).
 
         From a record, the append is optimistic: it succeeds only while the record's
         revision is still the stored one. From an id, it is a blind append: it takes
         the session's row lock, bumps the revision and never conflicts.
 
+        A message whose ``external_key`` is already stored with the same content is
+        returned as stored and not appended again; when every message of the batch is
+        stored, the call changes nothing (no revision bump, no delta applied). Keys are
+        checked before the revision, so retrying an append whose commit had an unknown
+        outcome is safe.
+
+        ``state_delta`` (keys to set and delete) changes the session's state in the same
+        revision step; ``app_state_delta`` and ``user_state_delta`` are merged into the
+        state of the session's app and user (see ``ledger.app_state``).
+
         Raises:
             ConflictError: from a record, ``stale`` when another writer changed the
-                session first, ``deleted`` when it was deleted; none of the messages
-                are stored.
+                session first, ``deleted`` when it was deleted; ``duplicate`` when a key
+                is stored with other content. None of the messages are stored.
             NotFoundError: a blind append to a session that does not exist.
-            ValidationError: a message that cannot be stored, named by its index.
+            ValidationError: a message that cannot be stored, named by its index; a bad
+                delta; an app or user delta for a session without that scope.
         """
         checked = self._validated(messages)
-        if isinstance(session, SessionRecord):
-            record = session
-        elif isinstance(session, str):
-            record = load_record(self._session, validate_id(session), lock="update")
-        else:
-            raise ValidationError(
-                f"append() takes a SessionRecord or a session id, got {type(session).__name__}",
-                path="session",
-            )
-        return self._write(record, checked, replace=False)
+        deltas = self._deltas(
+            state_delta=state_delta,
+            app_state_delta=app_state_delta,
+            user_state_delta=user_state_delta,
+        )
+        record, blind = self._target(session, "append")
+        self._check_scopes(record, deltas)
+        stored = self._stored_by_key(record.id, checked, locked=blind)
+        found = [stored.get(m.external_key) if m.external_key else None for m in checked]
+        new = [m for m, old in zip(checked, found, strict=True) if old is None]
+        if checked and not new:
+            current = record if blind else load_record(self._session, record.id)
+            return Appended(session=current, messages=[old for old in found if old is not None])
+        after, written = self._write(
+            record, new, replace=False, state_delta=deltas.get("state_delta")
+        )
+        self._merge_scopes(record, deltas)
+        fresh = iter(written)
+        result = [old if old is not None else next(fresh) for old in found]
+        return Appended(session=after, messages=result)
 
     @operation(writes=True)
     def replace(
@@ -252,7 +439,8 @@ class MessageRepository(Repository):
         """Swap the whole conversation for ``messages`` (compaction), atomically.
 
         The new messages continue the seqs after the highest ever issued: a seq is
-        never reused. Optimistic like ``append`` from a record.
+        never reused. Optimistic like ``append`` from a record. Keys of the old
+        messages are free again; the new ones must not repeat within the batch.
 
         Raises:
             ConflictError: ``stale`` or ``deleted``, as for ``append``; nothing changes.
@@ -263,7 +451,35 @@ class MessageRepository(Repository):
                 f"replace() takes a SessionRecord, got {type(session).__name__}",
                 path="session",
             )
-        return self._write(session, self._validated(messages), replace=True)
+        after, _ = self._write(session, self._validated(messages), replace=True)
+        return after
+
+    @operation(writes=True)
+    def pop(self, session: SessionRecord | str, n: int = 1) -> Popped:
+        """Remove the newest ``n`` messages; returns them (in seq order) and the session
+        at its new revision. Their seqs are never issued again. An empty conversation
+        pops nothing and changes nothing.
+
+        From a record it is optimistic like ``append``; from an id it is blind (takes
+        the row lock, never conflicts).
+
+        Raises:
+            ConflictError: from a record, ``stale`` or ``deleted``; nothing is removed.
+            NotFoundError: a blind pop on a session that does not exist.
+            ValidationError: ``n`` is not an int of 1 or more.
+        """
+        count = bounded_int(n, "n", low=1, high=MAX_READ)
+        record, blind = self._target(session, "pop")
+        newest = messages_of(_LOG.last_rows(self._session, record.id, count), record.id)
+        if not newest:
+            current = record if blind else current_or_conflict(self._session, record)
+            return Popped(session=current, messages=[])
+        row = versioned_row(self._session, record)
+        row.message_count = record.message_count - len(newest)
+        row.updated_at = self._work.settings.now()
+        flush_versioned(self._session, record)
+        self._session.connection().execute(_DELETE_FROM, {"id": record.id, "seq": newest[0].seq})
+        return Popped(session=written_record(self._session, row), messages=newest)
 
     @operation(writes=False)
     def last(self, id: str, n: int) -> list[Message]:
@@ -285,6 +501,39 @@ class MessageRepository(Repository):
         return messages_of(_LOG.window(self._session, id, after_seq=after_seq, limit=limit), id)
 
     @operation(writes=False)
+    def since(self, id: str, at: datetime, *, last: int | None = None) -> list[Message]:
+        """The messages created at or after ``at`` (inclusive), in time order (ties by
+        seq); with ``last``, only the newest ``last`` of them. One indexed query.
+
+        Raises:
+            NotFoundError: no such session.
+            ValidationError: a naive ``at``, a ``last`` below 1.
+        """
+        return self._by_time(id, at, before=False, last=last)
+
+    @operation(writes=False)
+    def before(self, id: str, at: datetime, *, last: int | None = None) -> list[Message]:
+        """The messages created before ``at``, in time order (ties by seq); with
+        ``last``, only the newest ``last`` of them. One indexed query.
+
+        Raises:
+            NotFoundError: no such session.
+            ValidationError: a naive ``at``, a ``last`` below 1.
+        """
+        return self._by_time(id, at, before=True, last=last)
+
+    def _by_time(self, id: str, at: object, *, before: bool, last: int | None) -> list[Message]:
+        validate_id(id)
+        if not isinstance(at, datetime):
+            raise ValidationError(f"at must be a datetime, got {type(at).__name__}", path="at")
+        params: dict[str, Any] = {"at": utc(at, field="at")}
+        if last is not None:
+            params["n"] = bounded_int(last, "last", low=1, high=MAX_READ)
+        rows = _LOG.rows(self._session, id, _TIME_READS[before, last is not None], **params)
+        found = messages_of(rows, id)
+        return found[::-1] if last is not None else found
+
+    @operation(writes=False)
     def all(self, id: str) -> list[Message]:
         """The whole conversation, in seq order.
 
@@ -292,6 +541,25 @@ class MessageRepository(Repository):
             NotFoundError: no such session.
         """
         return messages_of(_LOG.all(self._session, id), id)
+
+
+def _same_message(new: NewMessage, stored: Message) -> bool:
+    """Whether a retried message is the one stored under its key: the same role, content
+    and metadata (as JSON), and the same time when the caller gave one."""
+    return (
+        new.role == stored.role
+        and canonical(new.content) == canonical(stored.content)
+        and canonical(new.metadata) == canonical(stored.metadata)
+        and (new.created_at is None or new.created_at == stored.created_at)
+    )
+
+
+def _duplicate(id: str) -> ConflictError:
+    return ConflictError(
+        f"a message key of this append was stored in session {id!r} meanwhile",
+        reason="duplicate",
+        id=id,
+    )
 
 
 class AsyncMessageRepository:
@@ -304,22 +572,47 @@ class AsyncMessageRepository:
     # --- async proxies of MessageRepository via _proxied ---
     # (generated by tools/generate_async.py; do not edit by hand)
     async def append(
-        self, session: SessionRecord | str, messages: MessageInput | Iterable[MessageInput]
-    ) -> SessionRecord:
-        """Append messages to the conversation; returns the session at its new revision.
+        self,
+        session: SessionRecord | str,
+        messages: MessageInput | Iterable[MessageInput],
+        *,
+        state_delta: Delta | None = None,
+        app_state_delta: Delta | None = None,
+        user_state_delta: Delta | None = None,
+    ) -> Appended:
+        """Append messages to the conversation; returns the session at its new revision
+        and the messages with their seqs (one INSERT for the batch).
 
         From a record, the append is optimistic: it succeeds only while the record's
         revision is still the stored one. From an id, it is a blind append: it takes
         the session's row lock, bumps the revision and never conflicts.
 
+        A message whose ``external_key`` is already stored with the same content is
+        returned as stored and not appended again; when every message of the batch is
+        stored, the call changes nothing (no revision bump, no delta applied). Keys are
+        checked before the revision, so retrying an append whose commit had an unknown
+        outcome is safe.
+
+        ``state_delta`` (keys to set and delete) changes the session's state in the same
+        revision step; ``app_state_delta`` and ``user_state_delta`` are merged into the
+        state of the session's app and user (see ``ledger.app_state``).
+
         Raises:
             ConflictError: from a record, ``stale`` when another writer changed the
-                session first, ``deleted`` when it was deleted; none of the messages
-                are stored.
+                session first, ``deleted`` when it was deleted; ``duplicate`` when a key
+                is stored with other content. None of the messages are stored.
             NotFoundError: a blind append to a session that does not exist.
-            ValidationError: a message that cannot be stored, named by its index.
+            ValidationError: a message that cannot be stored, named by its index; a bad
+                delta; an app or user delta for a session without that scope.
         """
-        return await spawn(self._proxied.append, session, messages)
+        return await spawn(
+            self._proxied.append,
+            session,
+            messages,
+            state_delta=state_delta,
+            app_state_delta=app_state_delta,
+            user_state_delta=user_state_delta,
+        )
 
     async def replace(
         self, session: SessionRecord, messages: MessageInput | Iterable[MessageInput]
@@ -327,13 +620,29 @@ class AsyncMessageRepository:
         """Swap the whole conversation for ``messages`` (compaction), atomically.
 
         The new messages continue the seqs after the highest ever issued: a seq is
-        never reused. Optimistic like ``append`` from a record.
+        never reused. Optimistic like ``append`` from a record. Keys of the old
+        messages are free again; the new ones must not repeat within the batch.
 
         Raises:
             ConflictError: ``stale`` or ``deleted``, as for ``append``; nothing changes.
             ValidationError: a message that cannot be stored.
         """
         return await spawn(self._proxied.replace, session, messages)
+
+    async def pop(self, session: SessionRecord | str, n: int = 1) -> Popped:
+        """Remove the newest ``n`` messages; returns them (in seq order) and the session
+        at its new revision. Their seqs are never issued again. An empty conversation
+        pops nothing and changes nothing.
+
+        From a record it is optimistic like ``append``; from an id it is blind (takes
+        the row lock, never conflicts).
+
+        Raises:
+            ConflictError: from a record, ``stale`` or ``deleted``; nothing is removed.
+            NotFoundError: a blind pop on a session that does not exist.
+            ValidationError: ``n`` is not an int of 1 or more.
+        """
+        return await spawn(self._proxied.pop, session, n)
 
     async def last(self, id: str, n: int) -> list[Message]:
         """The most recent ``n`` messages, in chronological (seq) order.
@@ -351,6 +660,26 @@ class AsyncMessageRepository:
             NotFoundError: no such session.
         """
         return await spawn(self._proxied.window, id, after_seq=after_seq, limit=limit)
+
+    async def since(self, id: str, at: datetime, *, last: int | None = None) -> list[Message]:
+        """The messages created at or after ``at`` (inclusive), in time order (ties by
+        seq); with ``last``, only the newest ``last`` of them. One indexed query.
+
+        Raises:
+            NotFoundError: no such session.
+            ValidationError: a naive ``at``, a ``last`` below 1.
+        """
+        return await spawn(self._proxied.since, id, at, last=last)
+
+    async def before(self, id: str, at: datetime, *, last: int | None = None) -> list[Message]:
+        """The messages created before ``at``, in time order (ties by seq); with
+        ``last``, only the newest ``last`` of them. One indexed query.
+
+        Raises:
+            NotFoundError: no such session.
+            ValidationError: a naive ``at``, a ``last`` below 1.
+        """
+        return await spawn(self._proxied.before, id, at, last=last)
 
     async def all(self, id: str) -> list[Message]:
         """The whole conversation, in seq order.

@@ -20,6 +20,7 @@ from ..records import SessionSelection
 from ._base import Repository, operation
 from ._portable import (
     CHECKPOINTS,
+    SCOPED,
     SESSIONS,
     SPECS,
     TableSpec,
@@ -45,6 +46,12 @@ class RowRepository(Repository):
             query = select(func.count()).select_from(spec.table)
             if spec is SESSIONS:
                 query = query.where(*conditions)
+            elif spec in SCOPED:
+                scoped = _scoped_conditions(spec, selection)
+                if scoped is None:
+                    counts[spec.plural] = 0
+                    continue
+                query = query.where(*scoped)
             elif conditions:
                 query = query.where(spec.table.c.session_id.in_(chosen))
             counts[spec.plural] = int(self._session.execute(query).scalar_one())
@@ -71,6 +78,24 @@ class RowRepository(Repository):
         position of the last one (None when there are none), to pass back as ``after``."""
         spec = _spec(kind)
         query = spec.select().where(spec.table.c.session_id.in_(session_ids))
+        if after is not None:
+            query = query.where(spec.after(after))
+        rows = self._session.execute(query.order_by(*spec.ordering()).limit(limit)).all()
+        last = tuple(rows[-1]._mapping[name] for name in spec.order) if rows else None
+        return [from_database(spec, row) for row in rows], last
+
+    @operation(writes=False)
+    def scoped(
+        self, kind: str, selection: SessionSelection, *, after: tuple[Any, ...] | None, limit: int
+    ) -> tuple[list[dict[str, Any]], tuple[Any, ...] | None]:
+        """Up to ``limit`` app or user state rows (``app_state``, ``user_state``) that
+        ``selection`` picks (none when it picks sessions by id), after the keyset
+        position ``after``; and the position of the last one."""
+        spec = _spec(kind)
+        conditions = _scoped_conditions(spec, selection)
+        if conditions is None:
+            return [], None
+        query = spec.select().where(*conditions)
         if after is not None:
             query = query.where(spec.after(after))
         rows = self._session.execute(query.order_by(*spec.ordering()).limit(limit)).all()
@@ -130,7 +155,8 @@ class RowRepository(Repository):
             column = table.c[spec.key[0]]
             condition = column.in_([row[spec.key[0]] for row in rows])
         else:
-            condition = _grouped(table.c.session_id, table.c[spec.key[1]], rows, spec.key[1])
+            first, second = spec.key
+            condition = _grouped(table.c[first], table.c[second], rows, second, first)
         found = self._session.execute(spec.select().where(condition)).all()
         result = {}
         for raw in found:
@@ -202,13 +228,40 @@ def _by_bytes(rows: list[Row[Any]]) -> Iterator[list[Row[Any]]]:
         yield group
 
 
+def _scoped_conditions(
+    spec: TableSpec, selection: SessionSelection
+) -> list[ColumnElement[bool]] | None:
+    """The app or user state rows ``selection`` picks (None: none, when it picks
+    sessions by id, or a user's rows of the app state table)."""
+    if selection.session_ids is not None:
+        return None
+    table = spec.table
+    found: list[ColumnElement[bool]] = []
+    if selection.app_name is not None:
+        found.append(table.c.app_name == selection.app_name)
+    if selection.user_id is not None:
+        if "user_id" not in table.c:
+            return None
+        found.append(table.c.user_id == selection.user_id)
+    if selection.updated_since is not None:
+        found.append(table.c.updated_at >= selection.updated_since)
+    if selection.updated_before is not None:
+        found.append(table.c.updated_at < selection.updated_before)
+    return found
+
+
 def _grouped(
-    session_column: Any, column: Any, rows: Sequence[dict[str, Any]], name: str
+    session_column: Any,
+    column: Any,
+    rows: Sequence[dict[str, Any]],
+    name: str,
+    session_name: str = "session_id",
 ) -> ColumnElement[bool]:
-    """``(session = s1 AND col IN (...)) OR ...``: one indexed lookup per session."""
+    """``(session = s1 AND col IN (...)) OR ...``: one indexed lookup per session (or
+    per app, for user state)."""
     by_session: dict[str, list[Any]] = {}
     for row in rows:
-        by_session.setdefault(row["session_id"], []).append(row[name])
+        by_session.setdefault(row[session_name], []).append(row[name])
     return or_(
         *(
             and_(session_column == session_id, column.in_(values))

@@ -1,16 +1,34 @@
-"""Sessions: create, read, save with optimistic concurrency, finalize, delete, list."""
+"""Sessions: create, read, save with optimistic concurrency, finalize, delete, list;
+and the same by a caller's external key.
+
+A session may carry the caller's own key (a framework's thread or session id): any
+text up to 1,024 characters, unique within its (app_name, user_id) scope. NULL scopes
+are distinct in a unique constraint on every dialect, and MariaDB cannot index 1,024
+characters, so the unique key is ``external_key_hash``, SHA-256 of an unambiguous
+encoding of the three; a look-up is one indexed query on it plus an exact comparison
+of the stored key.
+"""
 
 from __future__ import annotations
 
 import builtins
 import functools
-from collections.abc import Sequence
+import hashlib
+import json
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import Integer, Select, bindparam, delete, select, update
 
-from .._checks import after_keyset, bounded_int, decode_cursor, encode_cursor
+from .._checks import (
+    after_keyset,
+    bounded_int,
+    checked_text,
+    decode_cursor,
+    encode_cursor,
+    scope_value,
+)
 from .._concurrency import spawn
 from .._json import check_json, check_object
 from .._translate import duplicate_as
@@ -18,6 +36,7 @@ from ..clock import utc
 from ..errors import ConflictError, NotFoundError, ValidationError
 from ..ids import new_id, validate_id
 from ..models import AgentSession
+from ..models.session import MAX_EXTERNAL_KEY_LENGTH
 from ..records import (
     Page,
     RunSummary,
@@ -28,10 +47,14 @@ from ..records import (
 )
 from ._base import Repository, operation
 from ._session_row import (
+    RECORD_COLUMNS,
     SESSIONS,
     SUMMARY_COLUMNS,
+    SUMMARY_EXTRAS,
+    Lock,
     flush_versioned,
     load_record,
+    record_of,
     selected,
     session_exists,
     summary_of,
@@ -47,26 +70,41 @@ MAX_PAGE_SIZE = 1000
 MAX_BULK = 10_000
 """The most sessions one bulk operation (``stale``, ``with_checkpoints``) returns."""
 OVERVIEW_MAX = 10_000
+Included = Literal["external_key", "state"]
+"""What a listing can include besides the summary columns (``list(include=...)``)."""
 
 
 def _text(value: object, *, field: str, max_length: int) -> str | None:
     if value is None:
         return None
-    if not isinstance(value, str):
-        raise ValidationError(f"{field} must be a string, got {type(value).__name__}", path=field)
-    if len(value) > max_length:
-        raise ValidationError(
-            f"{field} is {len(value)} characters, over the limit of {max_length}", path=field
-        )
-    if "\x00" in value:
-        raise ValidationError(f"{field} contains a NUL character", path=field)
-    return value
+    return checked_text(value, field, max_length=max_length, min_length=0)
 
 
-def _scope(value: object, *, field: str) -> str | None:
-    if value is None:
-        return None
-    return validate_id(value, what=field)
+def external_key_hash(app_name: str | None, user_id: str | None, key: str) -> str:
+    """The unique key of a keyed session: SHA-256 (hex) of the JSON array
+    ``[app_name, user_id, key]``, in which NULL (``null``) and text never coincide."""
+    material = json.dumps([app_name, user_id, key], ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(material.encode("utf-8")).hexdigest()
+
+
+def _key_params(
+    key: object, app_name: object, user_id: object, *, field: str = "key"
+) -> dict[str, str]:
+    """The bind parameters of a look-up by key, every part validated first."""
+    checked = checked_text(key, field, max_length=MAX_EXTERNAL_KEY_LENGTH)
+    app = scope_value(app_name, field="app_name")
+    user = scope_value(user_id, field="user_id")
+    return {"hash": external_key_hash(app, user, checked), "key": checked}
+
+
+_BY_KEY = (SESSIONS.c.external_key_hash == bindparam("hash")) & (
+    SESSIONS.c.external_key == bindparam("key")
+)
+_LOAD_BY_KEY: dict[Lock | None, Select[Any]] = {
+    None: select(*RECORD_COLUMNS).where(_BY_KEY),
+    "share": select(*RECORD_COLUMNS).where(_BY_KEY).with_for_update(read=True),
+    "update": select(*RECORD_COLUMNS).where(_BY_KEY).with_for_update(),
+}
 
 
 class SessionRepository(Repository):
@@ -82,19 +120,30 @@ class SessionRepository(Repository):
         title: str | None = None,
         model: str | None = None,
         state: dict[str, Any] | None = None,
+        external_key: str | None = None,
     ) -> SessionRecord:
         """Create a session; an id is generated (sortable by creation time) when none is given.
 
+        ``external_key`` is the caller's own key for it (any text up to 1,024 characters),
+        unique within (app_name, user_id): find it again with ``get_by_key``.
+
         Raises:
-            ConflictError: reason ``exists`` when the id is taken.
-            InvalidIdError, ValidationError: bad id, scope, title, model or state.
+            ConflictError: reason ``exists`` when the id (or the key in its scope) is taken.
+            InvalidIdError, ValidationError: bad id, scope, key, title, model or state.
         """
         now = self._work.settings.now()
         row = self._new_row(
-            id, now, app_name=app_name, user_id=user_id, title=title, model=model, state=state
+            id,
+            now,
+            app_name=app_name,
+            user_id=user_id,
+            title=title,
+            model=model,
+            state=state,
+            external_key=external_key,
         )
         self._session.add(row)
-        with duplicate_as(lambda: _exists(row.id)):
+        with duplicate_as(lambda: _exists(row.id, row.external_key)):
             self._session.flush()
         return load_record(self._session, row.id)
 
@@ -108,12 +157,19 @@ class SessionRepository(Repository):
         title: str | None = None,
         model: str | None = None,
         state: dict[str, Any] | None = None,
+        external_key: str | None = None,
     ) -> AgentSession:
         limits = self._work.settings.limits
+        scope = (scope_value(app_name, field="app_name"), scope_value(user_id, field="user_id"))
+        key = None
+        if external_key is not None:
+            key = checked_text(external_key, "external_key", max_length=MAX_EXTERNAL_KEY_LENGTH)
         return AgentSession(
             id=validate_id(id) if id is not None else new_id(now),
-            app_name=_scope(app_name, field="app_name"),
-            user_id=_scope(user_id, field="user_id"),
+            app_name=scope[0],
+            user_id=scope[1],
+            external_key=key,
+            external_key_hash=None if key is None else external_key_hash(*scope, key),
             title=_text(title, field="title", max_length=512),
             model=_text(model, field="model", max_length=255),
             status="active",
@@ -161,25 +217,126 @@ class SessionRepository(Repository):
         gets the stored one.
         """
         validate_id(id)
-        unknown = set(fields) - {"app_name", "user_id", "title", "model", "state"}
+        unknown = set(fields) - {"app_name", "user_id", "title", "model", "state", "external_key"}
         if unknown:
             raise ValidationError(f"unknown session fields: {sorted(unknown)}", path="fields")
-        try:
-            return load_record(self._session, id), False
-        except NotFoundError:
-            pass
-        now = self._work.settings.now()
-        row = self._new_row(id, now, **fields)
+        row = self._new_row(id, self._work.settings.now(), **fields)
+
+        def find(lock: Lock | None) -> SessionRecord | None:
+            try:
+                return load_record(self._session, id, lock=lock)
+            except NotFoundError:
+                return None
+
+        return self._get_or_insert(find, row, race_lock="share")
+
+    def _get_or_insert(
+        self,
+        find: Callable[[Lock | None], SessionRecord | None],
+        row: AgentSession,
+        *,
+        race_lock: Lock,
+    ) -> tuple[SessionRecord, bool]:
+        """The session ``find`` finds and False, or ``row`` inserted and True. A
+        concurrent creator that wins the insert makes this one find its row (read with
+        ``race_lock``, since a plain read could miss it under MariaDB's snapshot)."""
+        found = find(None)
+        if found is not None:
+            return found, False
         savepoint = self._session.begin_nested()
         try:
-            with duplicate_as(lambda: _exists(id)):
+            with duplicate_as(lambda: _exists(row.id, row.external_key)):
                 self._session.add(row)
                 self._session.flush()
         except ConflictError:
             savepoint.rollback()
-            return load_record(self._session, id, lock="share"), False
+            found = find(race_lock)
+            if found is None:
+                raise
+            return found, False
         savepoint.commit()
-        return load_record(self._session, id), True
+        return load_record(self._session, row.id), True
+
+    @operation(writes=False)
+    def get_by_key(
+        self, key: str, *, app_name: str | None = None, user_id: str | None = None
+    ) -> SessionRecord:
+        """The session whose external key in scope (app_name, user_id) is ``key``; a None
+        scope is the session's NULL scope, not "any". One indexed query.
+
+        Raises:
+            NotFoundError: no session has that key in that scope.
+            ValidationError: a bad key or scope.
+        """
+        found = self._by_key(_key_params(key, app_name, user_id))
+        if found is None:
+            raise NotFoundError(f"no session with key {key!r} in that scope")
+        return found
+
+    @operation(writes=False)
+    def get_by_key_or_none(
+        self, key: str, *, app_name: str | None = None, user_id: str | None = None
+    ) -> SessionRecord | None:
+        """The session with external key ``key`` in scope (app_name, user_id), or None."""
+        return self._by_key(_key_params(key, app_name, user_id))
+
+    def _by_key(self, params: dict[str, str], lock: Lock | None = None) -> SessionRecord | None:
+        row = self._session.connection().execute(_LOAD_BY_KEY[lock], params).first()
+        return None if row is None else record_of(row)
+
+    @operation(writes=True)
+    def get_or_create_by_key(
+        self,
+        key: str,
+        *,
+        app_name: str | None = None,
+        user_id: str | None = None,
+        id: str | None = None,
+        title: str | None = None,
+        model: str | None = None,
+        state: dict[str, Any] | None = None,
+    ) -> tuple[SessionRecord, bool]:
+        """The session with external key ``key`` in scope (app_name, user_id) and False,
+        or a new one with that key (and ``id``, else a generated one) and True.
+
+        Two concurrent callers for one key get one session. The fields of a new session
+        are validated even when one is found.
+
+        Raises:
+            ConflictError: reason ``exists`` when ``id`` is taken by another session.
+            InvalidIdError, ValidationError: a bad key, scope, id or field.
+        """
+        params = _key_params(key, app_name, user_id)
+        row = self._new_row(
+            id,
+            self._work.settings.now(),
+            app_name=app_name,
+            user_id=user_id,
+            title=title,
+            model=model,
+            state=state,
+            external_key=key,
+        )
+        # FOR UPDATE after a lost race, as the unit of work goes on to write the row.
+        return self._get_or_insert(lambda lock: self._by_key(params, lock), row, race_lock="update")
+
+    @operation(writes=True)
+    def delete_by_key(
+        self, key: str, *, app_name: str | None = None, user_id: str | None = None
+    ) -> None:
+        """Delete the session with external key ``key`` in scope (app_name, user_id), with
+        its messages, steps, grants and checkpoints.
+
+        Raises:
+            NotFoundError: no session has that key in that scope.
+        """
+        params = _key_params(key, app_name, user_id)
+        statement = delete(AgentSession).where(
+            AgentSession.external_key_hash == params["hash"],
+            AgentSession.external_key == params["key"],
+        )
+        if self._session.execute(statement).rowcount == 0:  # type: ignore[attr-defined]
+            raise NotFoundError(f"no session with key {key!r} in that scope")
 
     @operation(writes=True)
     def save(self, record: SessionRecord) -> SessionRecord:
@@ -255,26 +412,33 @@ class SessionRepository(Repository):
         status: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        include: Collection[Included] = (),
     ) -> Page[SessionSummary]:
         """Sessions, most recently updated first (id breaks ties), one page at a time.
 
+        ``include`` adds columns to each row in the same query: ``"external_key"``,
+        ``"state"`` (the session state; off by default to keep listings lean).
+
         Raises:
-            ValidationError: a bad limit, or a cursor that is tampered with or comes
-                from a listing with other filters.
+            ValidationError: a bad limit or include, or a cursor that is tampered with or
+                comes from a listing with other filters.
         """
         bounded_int(limit, "limit", low=1, high=MAX_PAGE_SIZE)
+        extras = _included(include)
         filters = (
-            _scope(app_name, field="app_name"),
-            _scope(user_id, field="user_id"),
+            scope_value(app_name, field="app_name"),
+            scope_value(user_id, field="user_id"),
             _text(status, field="status", max_length=32),
         )
         params: dict[str, Any] = dict(zip(("app_name", "user_id", "status"), filters, strict=True))
         params["n"] = limit + 1
         if cursor is not None:
             params["after_updated_at"], params["after_id"] = _decode_position(cursor, filters)
-        query = _listing(*(value is not None for value in filters), after=cursor is not None)
+        query = _listing(
+            *(value is not None for value in filters), after=cursor is not None, include=extras
+        )
         rows = self._session.connection().execute(query, params).all()
-        items = [summary_of(row) for row in rows[:limit]]
+        items = [summary_of(row, extras) for row in rows[:limit]]
         next_cursor = None
         if len(rows) > limit:
             last = items[-1]
@@ -287,8 +451,8 @@ class SessionRepository(Repository):
     ) -> SessionSummary | None:
         """The most recently updated session ("continue where I left off"), or None."""
         params = {
-            "app_name": _scope(app_name, field="app_name"),
-            "user_id": _scope(user_id, field="user_id"),
+            "app_name": scope_value(app_name, field="app_name"),
+            "user_id": scope_value(user_id, field="user_id"),
             "n": 1,
         }
         query = _listing(app_name is not None, user_id is not None, False, after=False)
@@ -374,11 +538,29 @@ class SessionRepository(Repository):
         return [(row.id, row.checkpoint_seq) for row in rows]
 
 
+def _included(include: object) -> tuple[str, ...]:
+    """The listing extras asked for, in ``SUMMARY_EXTRAS`` order."""
+    if isinstance(include, str) or not isinstance(include, Collection):
+        raise ValidationError(
+            f"include takes a list of {sorted(SUMMARY_EXTRAS)}, got {include!r}", path="include"
+        )
+    unknown = set(include) - set(SUMMARY_EXTRAS)
+    if unknown:
+        raise ValidationError(
+            f"include: unknown {sorted(map(str, unknown))}; choose from {sorted(SUMMARY_EXTRAS)}",
+            path="include",
+        )
+    return tuple(name for name in SUMMARY_EXTRAS if name in include)
+
+
 @functools.cache
-def _listing(app_name: bool, user_id: bool, status: bool, *, after: bool) -> Select[Any]:
+def _listing(
+    app_name: bool, user_id: bool, status: bool, *, after: bool, include: Sequence[str] = ()
+) -> Select[Any]:
     """The listing statement for the filters given (built once per combination), newest
-    first; with ``after``, the keyset page after a cursor's (updated_at, id)."""
-    query = select(*SUMMARY_COLUMNS)
+    first; with ``after``, the keyset page after a cursor's (updated_at, id); the
+    ``include``d extras after the summary columns."""
+    query = select(*SUMMARY_COLUMNS, *(SUMMARY_EXTRAS[name] for name in include))
     for column, given in (
         (SESSIONS.c.app_name, app_name),
         (SESSIONS.c.user_id, user_id),
@@ -413,8 +595,14 @@ def _decode_position(cursor: object, filters: tuple[str | None, ...]) -> tuple[d
         ) from None
 
 
-def _exists(id: str) -> ConflictError:
-    return ConflictError(f"session {id!r} already exists", reason="exists", id=id)
+def _exists(id: str, key: str | None = None) -> ConflictError:
+    if key is None:
+        return ConflictError(f"session {id!r} already exists", reason="exists", id=id)
+    return ConflictError(
+        f"session {id!r}, or a session with key {key!r} in the same scope, already exists",
+        reason="exists",
+        id=id,
+    )
 
 
 class AsyncSessionRepository:
@@ -435,12 +623,16 @@ class AsyncSessionRepository:
         title: str | None = None,
         model: str | None = None,
         state: dict[str, Any] | None = None,
+        external_key: str | None = None,
     ) -> SessionRecord:
         """Create a session; an id is generated (sortable by creation time) when none is given.
 
+        ``external_key`` is the caller's own key for it (any text up to 1,024 characters),
+        unique within (app_name, user_id): find it again with ``get_by_key``.
+
         Raises:
-            ConflictError: reason ``exists`` when the id is taken.
-            InvalidIdError, ValidationError: bad id, scope, title, model or state.
+            ConflictError: reason ``exists`` when the id (or the key in its scope) is taken.
+            InvalidIdError, ValidationError: bad id, scope, key, title, model or state.
         """
         return await spawn(
             self._proxied.create,
@@ -450,6 +642,7 @@ class AsyncSessionRepository:
             title=title,
             model=model,
             state=state,
+            external_key=external_key,
         )
 
     async def get(self, id: str) -> SessionRecord:
@@ -475,6 +668,69 @@ class AsyncSessionRepository:
         gets the stored one.
         """
         return await spawn(self._proxied.get_or_create, id, **fields)
+
+    async def get_by_key(
+        self, key: str, *, app_name: str | None = None, user_id: str | None = None
+    ) -> SessionRecord:
+        """The session whose external key in scope (app_name, user_id) is ``key``; a None
+        scope is the session's NULL scope, not "any". One indexed query.
+
+        Raises:
+            NotFoundError: no session has that key in that scope.
+            ValidationError: a bad key or scope.
+        """
+        return await spawn(self._proxied.get_by_key, key, app_name=app_name, user_id=user_id)
+
+    async def get_by_key_or_none(
+        self, key: str, *, app_name: str | None = None, user_id: str | None = None
+    ) -> SessionRecord | None:
+        """The session with external key ``key`` in scope (app_name, user_id), or None."""
+        return await spawn(
+            self._proxied.get_by_key_or_none, key, app_name=app_name, user_id=user_id
+        )
+
+    async def get_or_create_by_key(
+        self,
+        key: str,
+        *,
+        app_name: str | None = None,
+        user_id: str | None = None,
+        id: str | None = None,
+        title: str | None = None,
+        model: str | None = None,
+        state: dict[str, Any] | None = None,
+    ) -> tuple[SessionRecord, bool]:
+        """The session with external key ``key`` in scope (app_name, user_id) and False,
+        or a new one with that key (and ``id``, else a generated one) and True.
+
+        Two concurrent callers for one key get one session. The fields of a new session
+        are validated even when one is found.
+
+        Raises:
+            ConflictError: reason ``exists`` when ``id`` is taken by another session.
+            InvalidIdError, ValidationError: a bad key, scope, id or field.
+        """
+        return await spawn(
+            self._proxied.get_or_create_by_key,
+            key,
+            app_name=app_name,
+            user_id=user_id,
+            id=id,
+            title=title,
+            model=model,
+            state=state,
+        )
+
+    async def delete_by_key(
+        self, key: str, *, app_name: str | None = None, user_id: str | None = None
+    ) -> None:
+        """Delete the session with external key ``key`` in scope (app_name, user_id), with
+        its messages, steps, grants and checkpoints.
+
+        Raises:
+            NotFoundError: no session has that key in that scope.
+        """
+        return await spawn(self._proxied.delete_by_key, key, app_name=app_name, user_id=user_id)
 
     async def save(self, record: SessionRecord) -> SessionRecord:
         """Write the record's title, model and state, if its revision is still the stored one.
@@ -515,12 +771,16 @@ class AsyncSessionRepository:
         status: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        include: Collection[Included] = (),
     ) -> Page[SessionSummary]:
         """Sessions, most recently updated first (id breaks ties), one page at a time.
 
+        ``include`` adds columns to each row in the same query: ``"external_key"``,
+        ``"state"`` (the session state; off by default to keep listings lean).
+
         Raises:
-            ValidationError: a bad limit, or a cursor that is tampered with or comes
-                from a listing with other filters.
+            ValidationError: a bad limit or include, or a cursor that is tampered with or
+                comes from a listing with other filters.
         """
         return await spawn(
             self._proxied.list,
@@ -529,6 +789,7 @@ class AsyncSessionRepository:
             status=status,
             limit=limit,
             cursor=cursor,
+            include=include,
         )
 
     async def most_recent(

@@ -4,6 +4,11 @@ Concurrent appenders never conflict: each append reserves its seqs from the sess
 row's counter under the row lock (see ``_dialects.allocate_step_seqs``), in the same
 transaction that inserts the steps, so seqs are contiguous and totals exact. A
 step append never bumps the session's revision, so a concurrent save still succeeds.
+
+A step may carry the caller's key (``external_key``), unique per session. An append
+with keys first locks the session row (FOR UPDATE, the lock its seq allocation takes
+anyway), then looks the keys up: a step stored with the same content is returned and
+not appended again, so a retried append stores one row.
 """
 
 from __future__ import annotations
@@ -12,19 +17,23 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Row, Table, func, insert, select
+from sqlalchemy import Integer, Row, Table, bindparam, func, insert, select
 
+from .._checks import bounded_int, checked_text, scope_value
 from .._concurrency import async_iterate, spawn
 from .._dialects import allocate_step_seqs
-from .._json import check_row, decode_json
+from .._json import canonical, check_row, decode_json
+from .._translate import duplicate_as
 from ..clock import utc
-from ..errors import CorruptRecordError, NotFoundError, ValidationError
+from ..errors import ConflictError, CorruptRecordError, NotFoundError, ValidationError
 from ..ids import validate_id
 from ..models import AgentSession, AgentStep
+from ..models.message import MAX_ROW_KEY_LENGTH
 from ..models.types import json_text
 from ..records import NewStep, Step, TokenUsage, from_stored
 from ._base import Repository, operation
 from ._seqlog import SeqLog
+from ._session_row import session_exists
 
 _STEPS = cast(Table, AgentStep.__table__)
 _SESSIONS = cast(Table, AgentSession.__table__)
@@ -40,6 +49,23 @@ MAX_BATCH = 10_000
 """The most steps one append stores or one read returns."""
 _LOG = SeqLog(_STEPS, _READ, max_read=MAX_BATCH)
 _TOKEN_LIMIT = 2**63 - 1
+_OF_SESSION = _STEPS.c.session_id == bindparam("id")
+_AFTER = _STEPS.c.seq > bindparam("after", type_=Integer())
+_PAGE = bindparam("n", type_=Integer())
+# One query each on the (session_id, run_id, seq) and (session_id, kind, seq) indexes.
+_BY_RUN = (
+    _READ.where(_OF_SESSION, _STEPS.c.run_id == bindparam("value"), _AFTER)
+    .order_by(_STEPS.c.seq)
+    .limit(_PAGE)
+)
+_BY_KIND = (
+    _READ.where(_OF_SESSION, _STEPS.c.kind == bindparam("value"), _AFTER)
+    .order_by(_STEPS.c.seq)
+    .limit(_PAGE)
+)
+_BY_KEYS = _READ.where(
+    _OF_SESSION, _STEPS.c.external_key.in_(bindparam("keys", expanding=True))
+).with_for_update(read=True)
 
 
 def _as_new_steps(
@@ -98,6 +124,7 @@ def step_of(row: Row[Any]) -> Step:
             "started_at": values["started_at"],
             "ended_at": values["ended_at"],
             "error": values["error"],
+            "external_key": values["external_key"],
         },
     )
 
@@ -116,6 +143,7 @@ _ROW_FIELDS = (
     "started_at",
     "ended_at",
     "error",
+    "external_key",
 )
 _STEP_FIELDS = (
     "session_id",
@@ -137,7 +165,14 @@ class StepRepository(Repository):
     def _validated(self, steps: Any) -> list[NewStep]:
         limits = self._work.settings.limits
         checked = _as_new_steps(steps)
+        keys: set[str] = set()
         for index, step in enumerate(checked):
+            if step.external_key is not None:
+                where = f"steps[{index}].external_key"
+                key = checked_text(step.external_key, where, max_length=MAX_ROW_KEY_LENGTH)
+                if key in keys:
+                    raise ValidationError(f"{where} {key!r} appears twice in the batch", path=where)
+                keys.add(key)
             check_row(
                 {name: getattr(step, name) for name in ("input", "output", "tool_calls")},
                 path=f"steps[{index}]",
@@ -162,7 +197,12 @@ class StepRepository(Repository):
     ) -> list[Step]:
         """Record one step or a batch (one INSERT for the batch); returns them with seqs.
 
+        A step whose ``external_key`` is already stored with the same content is
+        returned as stored and not recorded again (a retried append stores one row).
+
         Raises:
+            ConflictError: reason ``duplicate`` when a key is stored with other content;
+                nothing is stored.
             NotFoundError: no such session (it was never created, or was deleted);
                 nothing is stored.
             ValidationError: a step that cannot be stored, named by its index.
@@ -170,15 +210,14 @@ class StepRepository(Repository):
         validate_id(id)
         checked = self._validated(steps)
         now = self._work.settings.now()
-        usage = (
-            sum(step.usage.input_tokens for step in checked),
-            sum(step.usage.output_tokens for step in checked),
-            sum(step.usage.total_tokens for step in checked),
-        )
-        if max(usage) > _TOKEN_LIMIT:
-            raise ValidationError(
-                "the token counts of one append add up to more than 2**63 - 1", path="steps"
-            )
+        _usage(checked)  # the whole batch must fit, before any SQL
+        found: list[Step | None] = [None] * len(checked)
+        if any(step.external_key is not None for step in checked):
+            found = self._stored_by_key(id, checked)
+            checked = [step for step, old in zip(checked, found, strict=True) if old is None]
+            if not checked:
+                return [old for old in found if old is not None]
+        usage = _usage(checked)
         last = allocate_step_seqs(self._session, id, len(checked), usage, now)
         if last is None:
             raise NotFoundError(f"no session {id!r}: steps are not stored", id=id)
@@ -186,8 +225,30 @@ class StepRepository(Repository):
         records = [
             self._record(id, first + offset, step, now) for offset, step in enumerate(checked)
         ]
-        self._session.execute(insert(_STEPS), [self._row_values(record) for record in records])
-        return records
+        with duplicate_as(lambda: _duplicate(id)):
+            self._session.execute(insert(_STEPS), [self._row_values(record) for record in records])
+        fresh = iter(records)
+        return [old if old is not None else next(fresh) for old in found]
+
+    def _stored_by_key(self, id: str, steps: list[NewStep]) -> list[Step | None]:
+        """For each step, the one stored under its key (None: not stored), read under the
+        session row's lock taken first, so keyed appenders of one session take turns;
+        ConflictError ``duplicate`` for a key stored with other content."""
+        if not session_exists(self._session, id, lock="update"):
+            raise NotFoundError(f"no session {id!r}: steps are not stored", id=id)
+        keys = [step.external_key for step in steps if step.external_key is not None]
+        rows = self._session.connection().execute(_BY_KEYS, {"id": id, "keys": keys}).all()
+        stored = {row.external_key: step_of(row) for row in rows}
+        found = [stored.get(step.external_key) if step.external_key else None for step in steps]
+        for step, old in zip(steps, found, strict=True):
+            if old is not None and not _same_step(step, old):
+                raise ConflictError(
+                    f"session {id!r} already holds a step with key {step.external_key!r} "
+                    "and other content",
+                    reason="duplicate",
+                    id=id,
+                )
+        return found
 
     @staticmethod
     def _record(id: str, seq: int, step: NewStep, now: datetime) -> Step:
@@ -209,6 +270,7 @@ class StepRepository(Repository):
                 "started_at": utc(step.started_at, field="started_at") if step.started_at else now,
                 "ended_at": utc(step.ended_at, field="ended_at") if step.ended_at else None,
                 "error": step.error,
+                "external_key": step.external_key,
             },
         )
 
@@ -242,6 +304,39 @@ class StepRepository(Repository):
         """
         rows = _LOG.window(self._session, id, after_seq=after_seq, limit=limit)
         return [step_of(row) for row in rows]
+
+    @operation(writes=False)
+    def by_run(self, id: str, run_id: str, *, after_seq: int = 0, limit: int = 1000) -> list[Step]:
+        """Up to ``limit`` steps of run ``run_id`` after ``after_seq``, in seq order (one
+        indexed query; page by passing the last seq seen).
+
+        Raises:
+            NotFoundError: no such session.
+        """
+        validate_id(run_id, what="run_id")
+        return self._filtered(_BY_RUN, id, run_id, after_seq, limit)
+
+    @operation(writes=False)
+    def by_kind(self, id: str, kind: str, *, after_seq: int = 0, limit: int = 1000) -> list[Step]:
+        """Up to ``limit`` steps of kind ``kind`` (``model``, ``tool``...) after
+        ``after_seq``, in seq order (one indexed query).
+
+        Raises:
+            NotFoundError: no such session.
+        """
+        checked_text(kind, "kind", max_length=32)
+        return self._filtered(_BY_KIND, id, kind, after_seq, limit)
+
+    def _filtered(
+        self, query: Any, id: str, value: str, after_seq: object, limit: object
+    ) -> list[Step]:
+        validate_id(id)
+        params = {
+            "value": value,
+            "after": bounded_int(after_seq, "after_seq"),
+            "n": bounded_int(limit, "limit", low=1, high=MAX_BATCH),
+        }
+        return [step_of(row) for row in _LOG.rows(self._session, id, query, **params)]
 
     def iterate(self, id: str, *, batch: int = 1000) -> Iterator[Step]:
         """Every step in seq order, read ``batch`` at a time: on a ledger each page is a
@@ -287,7 +382,7 @@ class StepRepository(Repository):
             query = query.where(_STEPS.c.session_id == validate_id(session_id))
         if user_id is not None:
             query = query.join(_SESSIONS, _SESSIONS.c.id == _STEPS.c.session_id).where(
-                _SESSIONS.c.user_id == validate_id(user_id, what="user_id")
+                _SESSIONS.c.user_id == scope_value(user_id, field="user_id")
             )
         if model is not None:
             query = query.where(_STEPS.c.model == model)
@@ -299,6 +394,41 @@ class StepRepository(Repository):
         return TokenUsage(
             input_tokens=int(totals[0]), output_tokens=int(totals[1]), total_tokens=int(totals[2])
         )
+
+
+def _usage(steps: list[NewStep]) -> tuple[int, int, int]:
+    """The token totals of ``steps``; ValidationError when they exceed a BIGINT."""
+    usage = (
+        sum(step.usage.input_tokens for step in steps),
+        sum(step.usage.output_tokens for step in steps),
+        sum(step.usage.total_tokens for step in steps),
+    )
+    if max(usage) > _TOKEN_LIMIT:
+        raise ValidationError(
+            "the token counts of one append add up to more than 2**63 - 1", path="steps"
+        )
+    return usage
+
+
+def _same_step(new: NewStep, stored: Step) -> bool:
+    """Whether a retried step is the one stored under its key: every field the same
+    (JSON as JSON, times as instants), the start time only when the caller gave one."""
+    fields = ("step_index", "kind", "run_id", "name", "model", "input", "output", "tool_calls")
+    return (
+        all(canonical(getattr(new, name)) == canonical(getattr(stored, name)) for name in fields)
+        and canonical(new.usage.model_dump()) == canonical(stored.usage.model_dump())
+        and new.error == stored.error
+        and new.ended_at == stored.ended_at
+        and (new.started_at is None or new.started_at == stored.started_at)
+    )
+
+
+def _duplicate(id: str) -> ConflictError:
+    return ConflictError(
+        f"a step key of this append was stored in session {id!r} meanwhile",
+        reason="duplicate",
+        id=id,
+    )
 
 
 def _paged(window: Callable[..., list[Step]], id: str, batch: int) -> Iterator[Step]:
@@ -326,7 +456,12 @@ class AsyncStepRepository:
     ) -> list[Step]:
         """Record one step or a batch (one INSERT for the batch); returns them with seqs.
 
+        A step whose ``external_key`` is already stored with the same content is
+        returned as stored and not recorded again (a retried append stores one row).
+
         Raises:
+            ConflictError: reason ``duplicate`` when a key is stored with other content;
+                nothing is stored.
             NotFoundError: no such session (it was never created, or was deleted);
                 nothing is stored.
             ValidationError: a step that cannot be stored, named by its index.
@@ -348,6 +483,28 @@ class AsyncStepRepository:
             NotFoundError: no such session.
         """
         return await spawn(self._proxied.window, id, after_seq=after_seq, limit=limit)
+
+    async def by_run(
+        self, id: str, run_id: str, *, after_seq: int = 0, limit: int = 1000
+    ) -> list[Step]:
+        """Up to ``limit`` steps of run ``run_id`` after ``after_seq``, in seq order (one
+        indexed query; page by passing the last seq seen).
+
+        Raises:
+            NotFoundError: no such session.
+        """
+        return await spawn(self._proxied.by_run, id, run_id, after_seq=after_seq, limit=limit)
+
+    async def by_kind(
+        self, id: str, kind: str, *, after_seq: int = 0, limit: int = 1000
+    ) -> list[Step]:
+        """Up to ``limit`` steps of kind ``kind`` (``model``, ``tool``...) after
+        ``after_seq``, in seq order (one indexed query).
+
+        Raises:
+            NotFoundError: no such session.
+        """
+        return await spawn(self._proxied.by_kind, id, kind, after_seq=after_seq, limit=limit)
 
     async def iterate(self, id: str, *, batch: int = 1000) -> AsyncIterator[Step]:
         """Every step in seq order, read ``batch`` at a time: on a ledger each page is a

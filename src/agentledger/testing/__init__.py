@@ -41,6 +41,13 @@ from .checkpoints import (
     CheckpointContract,
     CheckpointExpiryContract,
 )
+from .conversation import (
+    AppendResultContract,
+    AppendWithStateContract,
+    MessageTimeContract,
+    PopContract,
+    StepQueryContract,
+)
 from .grants import GrantContract
 from .harness import (
     CallerTransaction,
@@ -49,11 +56,16 @@ from .harness import (
     drive,
     sqlalchemy_caller_transaction,
 )
+from .keys import IdempotentAppendContract, SessionKeyContract
 from .messages import MessageConcurrencyContract, MessageContract
+from .readonly import ReadOnlyUnitOfWorkContract
+from .scoped_state import ScopedStateConcurrencyContract, ScopedStateContract
 from .sessions import ConcurrencyContract, ListingContract, SessionContract, UnitOfWorkContract
 from .steps import FinalizeContract, StepConcurrencyContract, StepContract, UsageContract
 
 __all__ = [
+    "AppendResultContract",
+    "AppendWithStateContract",
     "BulkContract",
     "CallerTransaction",
     "CheckpointConcurrencyContract",
@@ -63,12 +75,20 @@ __all__ = [
     "FinalizeContract",
     "GrantContract",
     "Harness",
+    "IdempotentAppendContract",
     "ListingContract",
     "MessageConcurrencyContract",
     "MessageContract",
+    "MessageTimeContract",
+    "PopContract",
+    "ReadOnlyUnitOfWorkContract",
+    "ScopedStateConcurrencyContract",
+    "ScopedStateContract",
     "SessionContract",
+    "SessionKeyContract",
     "StepConcurrencyContract",
     "StepContract",
+    "StepQueryContract",
     "SyncAdapter",
     "UnitOfWorkContract",
     "UsageContract",

@@ -30,7 +30,15 @@ from sqlalchemy.orm import Session
 from agentledger import UsageError
 
 T = TypeVar("T")
-REPOSITORIES = ("sessions", "messages", "steps", "grants", "checkpoints")
+REPOSITORIES = (
+    "sessions",
+    "messages",
+    "steps",
+    "grants",
+    "checkpoints",
+    "app_state",
+    "user_state",
+)
 Hook = Literal["reopen", "configured", "caller_transaction"]
 
 

@@ -22,6 +22,7 @@ from ..repositories._portable import BY_KIND, SPECS, TableSpec, to_file
 from ..repositories.rows import BATCH_BYTES, RowRepository
 from .applier import Applier, Incoming
 from .files import (
+    ADDED_IN_2,
     END_KEY,
     FORMAT_VERSION,
     HEADER_KEY,
@@ -44,17 +45,20 @@ class Transfer:
     """Export, import and copy of one ledger's rows, every table, streamed in pages of
     whole sessions: memory stays the same whatever the size of the database.
 
-    **The export format** (version 1) is UTF-8 JSON Lines, one JSON object per line,
+    **The export format** (version 2) is UTF-8 JSON Lines, one JSON object per line,
     each with a single key naming what the line holds: first the header
-    ``{"agentledger_export": {"version": 1, "schema_revision": ..., "exported_at": ...,
+    ``{"agentledger_export": {"version": 2, "schema_revision": ..., "exported_at": ...,
     "source": "sqlite", "selection": {...}}}``; then, page by page, the page's
     ``session`` lines followed by its ``message``, ``step``, ``grant`` and
-    ``checkpoint`` lines (every row after its session's line); last, the end line with
+    ``checkpoint`` lines (every row after its session's line); after every session,
+    the ``app_state`` and ``user_state`` lines (all of them, or those of the app or
+    user selected; none when sessions are selected by id); last, the end line with
     the count of each kind, ``{"end": {"sessions": 2, ...}}``. A file without it was
     cut short, and its last page is not imported. A row's keys are its table's column
-    names, except database-local surrogate ids and the derived ``capability_hash``;
-    JSON columns hold JSON values (not text); times are ISO 8601 UTC with
-    microseconds (``2026-01-02T03:04:05.000006Z``).
+    names, except database-local surrogate ids and the derived ``capability_hash`` and
+    ``external_key_hash``; JSON columns hold JSON values (not text); times are ISO
+    8601 UTC with microseconds (``2026-01-02T03:04:05.000006Z``). A version 1 file
+    (before app and user state and the ``external_key`` columns) still imports.
     """
 
     def __init__(self, ledger: Host) -> None:
@@ -224,12 +228,15 @@ class _Importer:
         self._pending_spec: TableSpec | None = None
         self._pending_bytes = 0
         self._read = 0
+        self._added: dict[str, dict[str, Any]] = {}
         self.seen = {spec.plural: 0 for spec in SPECS}
 
     def run(self, lines: Iterable[bytes | str]) -> None:
         numbered: Iterator[tuple[int, bytes | str]] = enumerate(lines, start=1)
         first = next(numbered, None)
-        check_header(None if first is None else first[1])
+        header = check_header(None if first is None else first[1])
+        if header["version"] < 2:
+            self._added = ADDED_IN_2
         self._read = 0 if first is None else len(first[1])
         end: Any = None
         for number, text in numbered:
@@ -251,6 +258,9 @@ class _Importer:
         self._check_end(end)
 
     def _add(self, spec: TableSpec, number: int, data: Any, size: int) -> None:
+        added = self._added.get(spec.kind)
+        if added is not None and type(data) is dict:
+            data = {**added, **data}
         full = len(self._pending) >= self._batch or self._pending_bytes >= BATCH_BYTES
         if spec is not self._pending_spec or full:
             self._flush()
@@ -273,7 +283,11 @@ class _Importer:
                 "the file ends without its end line: it was cut short (an interrupted "
                 "export or copy?); every page before the last was imported, the last was not"
             )
-        if end != self.seen:
+        if type(end) is not dict:
+            raise ValidationError(f"the end line must hold an object of counts, got {end!r}")
+        # A format 1 file counts no app or user state.
+        seen = {kind: count for kind, count in self.seen.items() if count or kind in end}
+        if end != seen:
             raise ValidationError(
                 f"the end line counts {end} rows but the file holds {self.seen}: lines are missing"
             )

@@ -18,7 +18,14 @@ from typing import Any
 from .._json import Limits
 from ..errors import ValidationError
 from ..repositories._base import Work
-from ..repositories._portable import CHECKPOINTS, SESSIONS, SPECS, TableSpec, differing
+from ..repositories._portable import (
+    CHECKPOINTS,
+    SCOPED,
+    SESSIONS,
+    SPECS,
+    TableSpec,
+    differing,
+)
 from ..repositories.rows import RowRepository
 from .reports import Conflict, ImportReport, TableCounts
 
@@ -71,6 +78,12 @@ class Applier:
             if self._rows is None or self._page.children_seen:
                 self._next_page()
             self._sessions(rows)
+            return
+        if spec in SCOPED:
+            if self._rows is None:
+                self._next_page()
+            self._page.children_seen = True
+            self._scoped(spec, rows)
             return
         if self._rows is None:
             raise ValidationError(f"{_where(rows[0][0], spec)}: a {spec.kind} before any session")
@@ -179,6 +192,22 @@ class Applier:
                 self._conflict(spec, key, ["ref"], line)
             else:
                 new.append(row)
+        self._insert(spec, new)
+
+    def _scoped(self, spec: TableSpec, rows: list[Incoming]) -> None:
+        """App or user state rows: each inserted, left alone or reported on its own."""
+        incoming = self._checked(spec, rows)
+        stored = self._repository().stored(spec.kind, [row for _, row in incoming])
+        new = []
+        for line, row in incoming:
+            key = spec.key_of(row)
+            old = stored.get(key)
+            if old is None:
+                new.append(row)
+            elif columns := differing(spec, row, old):
+                self._conflict(spec, key, columns, line)
+            else:
+                self.counts[spec.plural].unchanged += 1
         self._insert(spec, new)
 
     def _conflict(

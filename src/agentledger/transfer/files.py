@@ -17,8 +17,10 @@ from typing import IO, Any
 from .._concurrency import Waits
 from ..errors import ValidationError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 """The export format this package writes and the newest it reads."""
+ADDED_IN_2 = {kind: {"external_key": None} for kind in ("session", "message", "step")}
+"""Columns format 2 added to rows of format 1, with the value a format 1 row means."""
 HEADER_KEY = "agentledger_export"
 END_KEY = "end"
 READ_BYTES = 1 << 20

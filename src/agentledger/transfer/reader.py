@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..records import SessionSelection
-from ..repositories._portable import CHECKPOINTS, CHILDREN, SESSIONS, TableSpec
+from ..repositories._portable import CHECKPOINTS, CHILDREN, SCOPED, SESSIONS, TableSpec
 from ..repositories.rows import RowRepository
 
 PAGE_SESSIONS = 500
@@ -37,12 +37,23 @@ class Pages:
         return sum(self._rows.counts(self._selection).values())
 
     def batches(self) -> Iterator[Batch]:
-        """Every selected row, parents before their children."""
+        """Every selected row, parents before their children; after every session, the
+        app and user state."""
         for page in self._pages():
             yield SESSIONS, page
             ids = [row["id"] for row in page]
             for spec in CHILDREN:
                 yield from ((spec, rows) for rows in self._children(spec, ids))
+        for spec in SCOPED:
+            position: tuple[Any, ...] | None = None
+            while True:
+                rows, position = self._rows.scoped(
+                    spec.kind, self._selection, after=position, limit=self._batch
+                )
+                if rows:
+                    yield spec, rows
+                if len(rows) < self._batch:
+                    break
 
     def _pages(self) -> Iterator[list[dict[str, Any]]]:
         limit = min(PAGE_SESSIONS, self._batch)
