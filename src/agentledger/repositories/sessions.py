@@ -228,7 +228,10 @@ class SessionRepository(Repository):
             except NotFoundError:
                 return None
 
-        return self._get_or_insert(find, row, race_lock="share")
+        # FOR UPDATE, not FOR SHARE: the unit of work is going to write this row, and a
+        # shared lock it later upgraded (appending to it) deadlocks with another
+        # creator holding one too.
+        return self._get_or_insert(find, row, race_lock="update")
 
     def _get_or_insert(
         self,
