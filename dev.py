@@ -7,7 +7,7 @@
     python3 dev.py setup             only create or refresh .venv
 
 Every command first makes sure .venv exists and holds the project installed with
-``-e .[postgres,mysql,dev]`` (``bench`` adds the ``bench`` extra: matplotlib). It
+``-e .[postgres,mysql,dev,test]`` (``bench`` adds the ``bench`` extra: matplotlib). It
 reinstalls when pyproject.toml changes (a hash of it is kept in .venv) and recreates
 .venv when it is broken or from another Python.
 Standard library only: this file runs before anything is installed.
@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 STAMP = VENV / "agentledger-setup.json"
-EXTRAS = "postgres,mysql,dev"
+EXTRAS = "postgres,mysql,dev,test"
 MIN_PYTHON = (3, 11)
 DEMOS = ("examples/quickstart_async.py", "examples/show_tables.py")
 
