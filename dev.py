@@ -4,7 +4,8 @@
     python3 dev.py demo              run the quickstart demo
     python3 dev.py test [ARGS...]    run the test suite (ARGS go to pytest)
     python3 dev.py bench [ARGS...]   run the benchmarks (--quick for a smoke run; --help)
-    python3 dev.py setup             only create or refresh .venv
+    python3 dev.py setup [EXTRA...]  only create or refresh .venv, with more extras
+                                     if named (CI: drivers, every other driver)
 
 Every command first makes sure .venv exists and holds the project installed with
 ``-e .[postgres,mysql,dev,test]`` (``bench`` adds the ``bench`` extra: matplotlib). It
@@ -109,7 +110,7 @@ def run(argv: list[str]) -> int:
 def main(argv: list[str]) -> int:
     command, args = (argv[0], argv[1:]) if argv else ("help", [])
     if command == "setup":
-        setup()
+        setup(",".join([EXTRAS, *args]))
         say(f"{VENV.name} is ready: {venv_python()}")
         return 0
     if command == "test":

@@ -49,12 +49,20 @@ def mask(url: str | URL) -> str:
 
 
 def sqlstate(error: BaseException) -> str | None:
-    """The SQLSTATE of a driver error (PostgreSQL drivers), if it has one."""
+    """The SQLSTATE of a driver error (PostgreSQL drivers), if it has one.
+
+    psycopg and asyncpg (the cause under SQLAlchemy's adapter) name it ``sqlstate``,
+    psycopg2 ``pgcode``; pg8000 passes the server's error fields as a dict in
+    ``args[0]``, where ``C`` is the SQLSTATE (the protocol's field code).
+    """
     orig = getattr(error, "orig", error)
     for candidate in (orig, getattr(orig, "__cause__", None)):
         code = getattr(candidate, "sqlstate", None) or getattr(candidate, "pgcode", None)
         if isinstance(code, str):
             return code
+        fields = getattr(candidate, "args", ())
+        if fields and isinstance(fields[0], dict) and isinstance(fields[0].get("C"), str):
+            return str(fields[0]["C"])
     return None
 
 
