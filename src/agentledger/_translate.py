@@ -8,6 +8,7 @@ and ``connection_invalidated``, never by class alone and never by message text.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -193,6 +194,17 @@ def missing_driver_as(error: Callable[[Exception], AgentLedgerError]) -> Iterato
         yield
     except (ModuleNotFoundError, sa_exc.NoSuchModuleError) as failure:
         raise error(failure) from None
+
+
+@contextmanager
+def sqlite_busy_ignored() -> Iterator[None]:
+    """Inside the block, SQLite refusing with SQLITE_BUSY is dropped: for a statement on a
+    driver connection whose effect another connection brings about anyway."""
+    try:
+        yield
+    except sqlite3.Error as error:
+        if sqlite_name(error) != "SQLITE_BUSY":
+            raise
 
 
 def is_stale_write(error: BaseException) -> bool:
