@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 
 from agentledger import AsyncLedger, AsyncUnitOfWork, Ledger, UnitOfWork, repositories
+from agentledger.retention import AsyncRetention, Retention
+from agentledger.transfer import AsyncTransfer, Transfer
 
 REPOSITORIES = {
     "sessions": (repositories.SessionRepository, repositories.AsyncSessionRepository),
@@ -22,9 +24,16 @@ REPOSITORIES = {
     "grants": (repositories.GrantRepository, repositories.AsyncGrantRepository),
     "checkpoints": (repositories.CheckpointRepository, repositories.AsyncCheckpointRepository),
 }
-PAIRS = [(Ledger, AsyncLedger), (UnitOfWork, AsyncUnitOfWork), *REPOSITORIES.values()]
-CONTEXT_TYPED = {"unit_of_work", "run", "in_memory"}
-"""Same parameter names, other types (Connection vs AsyncConnection, a coroutine fn)."""
+PAIRS = [
+    (Ledger, AsyncLedger),
+    (UnitOfWork, AsyncUnitOfWork),
+    (Transfer, AsyncTransfer),
+    (Retention, AsyncRetention),
+    *REPOSITORIES.values(),
+]
+CONTEXT_TYPED = {"unit_of_work", "run", "in_memory", "copy_to"}
+"""Same parameter names, other types (Connection vs AsyncConnection, a coroutine fn, an
+AsyncLedger as the target)."""
 
 
 def public_methods(cls: type) -> dict[str, Any]:

@@ -1,4 +1,7 @@
-"""The obvious queries use the indexes: checked with EXPLAIN on PostgreSQL."""
+"""The obvious queries use the indexes: checked with EXPLAIN on PostgreSQL and MariaDB.
+
+Each test is marked with the one server it needs (and skips, saying so, without it).
+"""
 
 from __future__ import annotations
 
@@ -17,7 +20,6 @@ from agentledger.repositories.sessions import _listing
 
 from .databases import migrated, scratch_database
 
-pytestmark = pytest.mark.postgresql
 SESSIONS = 20_000
 
 
@@ -74,6 +76,7 @@ def plan(url: URL, query: object) -> str:
     return "\n".join(lines)
 
 
+@pytest.mark.postgresql
 @pytest.mark.parametrize(
     "filters",
     [

@@ -34,11 +34,14 @@ from .records import (
     Page,
     PendingToolCall,
     RunSummary,
+    SessionOverview,
     SessionRecord,
+    SessionSelection,
     SessionSummary,
     Step,
     TokenUsage,
 )
+from .retention import PurgePolicy
 from .uow import AsyncUnitOfWork, UnitOfWork
 
 __all__ = [
@@ -69,9 +72,12 @@ __all__ = [
     "Page",
     "PendingToolCall",
     "PermissionDeniedError",
+    "PurgePolicy",
     "RunSummary",
     "SchemaError",
+    "SessionOverview",
     "SessionRecord",
+    "SessionSelection",
     "SessionSummary",
     "Step",
     "TokenUsage",

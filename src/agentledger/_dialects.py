@@ -1,4 +1,4 @@
-"""Statements that differ by dialect, each with the reason it differs."""
+"""Statements and migration steps that differ by dialect, each with the reason it differs."""
 
 from __future__ import annotations
 
@@ -24,9 +24,11 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.mysql import insert as mysql_insert
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import URL
 from sqlalchemy.orm import Session
 
-from .errors import DatabaseLockedError
+from .engine import brief_transaction, sqlite_migration_connection
+from .errors import DatabaseLockedError, SchemaError
 from .models import AgentCheckpoint, AgentGrant, AgentSession
 
 # pg_advisory_lock takes a bigint: the ASCII of "agentled" read as one.
@@ -80,11 +82,42 @@ def migration_lock(connection: Connection) -> Iterator[None]:
 def _run_outside_caller_transaction(connection: Connection, sql: str, **params: object) -> object:
     # Session-level locks must not leave a transaction open that the migrations would
     # then run inside (Alembic commits per migration only when it began the transaction).
-    began = not connection.in_transaction()
-    value = connection.execute(text(sql), params).scalar()
-    if began:
-        connection.commit()
-    return value
+    with brief_transaction(connection, commit=True):
+        return connection.execute(text(sql), params).scalar()
+
+
+@contextmanager
+def migration_run(connection: Connection) -> Iterator[dict[str, Any]]:
+    """The ``connection`` and ``transaction_per_migration`` options of Alembic's
+    ``configure()`` for a migration run on ``connection``.
+
+    SQLite runs the whole upgrade as one ``BEGIN IMMEDIATE`` transaction with foreign
+    keys off (see engine.sqlite_migration_connection): its batch-mode table rebuilds
+    would otherwise cascade-delete child rows, and the write lock is what serialises
+    concurrent upgraders. Elsewhere each revision runs in a transaction of its own.
+    """
+    if connection.dialect.name == "sqlite":
+        with sqlite_migration_connection(connection) as migrating:
+            yield {"connection": migrating, "transaction_per_migration": False}
+    else:
+        yield {"connection": connection, "transaction_per_migration": True}
+
+
+SQLITE_OFFLINE_REFUSAL = (
+    "offline SQL is not available for SQLite: its migrations rebuild tables in batch "
+    "mode, which needs a live database"
+)
+_SQLITE_OFFLINE_HINT = (
+    "run `agentledger db upgrade --url sqlite:///...` against the database, or render "
+    "SQL for PostgreSQL or MySQL with --url postgresql:// or --url mysql://"
+)
+
+
+def check_offline_sql(url: URL) -> None:
+    """Refuse to render migrations as SQL (offline) for a database where they need a
+    live connection: SQLite's batch-mode rebuilds copy the table as it is."""
+    if url.get_backend_name() == "sqlite":
+        raise SchemaError(SQLITE_OFFLINE_REFUSAL, hint=_SQLITE_OFFLINE_HINT)
 
 
 def allocate_step_seqs(

@@ -32,3 +32,8 @@ def utc(value: datetime, *, field: str) -> datetime:
 def checked_now(clock: Clock) -> datetime:
     """Read ``clock`` and make sure it gives an aware datetime, in UTC."""
     return utc(clock(), field="clock()")
+
+
+def format_time(value: datetime) -> str:
+    """An aware datetime as ISO 8601 UTC with microseconds: ``2026-01-02T03:04:05.000006Z``."""
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -339,6 +339,30 @@ def check_borrowed_sqlite(connection: Connection) -> None:
 
 
 @contextmanager
+def brief_transaction(connection: Connection, *, commit: bool = False) -> Iterator[None]:
+    """Run a block in the caller's open transaction, else in a brief one of its own.
+
+    The statements of a block on a connection with no transaction open autobegin one;
+    it ends with the block, committed when ``commit`` (DDL, a session-level lock) and
+    rolled back otherwise (a read) or on failure. The connection is then left as the
+    caller had it: Alembic commits per migration only in a transaction it began, and a
+    SQLite migration needs none open. An open transaction stays the caller's.
+    """
+    began = not connection.in_transaction()
+    try:
+        yield
+    except BaseException:
+        if began and connection.in_transaction():
+            connection.rollback()
+        raise
+    if began and connection.in_transaction():
+        if commit:
+            connection.commit()
+        else:
+            connection.rollback()
+
+
+@contextmanager
 def sqlite_migration_connection(connection: Connection) -> Iterator[Connection]:
     """Prepare a SQLite connection for a migration run and hold its write lock.
 

@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session
 
 from . import migrations
 from ._concurrency import BLOCKING, GREENLET, Waits, async_context, await_, spawn
+from ._dialects import snapshot_read_options
 from ._json import Limits
 from ._probe import probe
 from ._retry import TRANSIENT_RETRIES, is_transient, retrying, should_retry
@@ -51,6 +52,8 @@ from .repositories import (
     StepRepository,
 )
 from .repositories._base import Settings, Work
+from .retention import AsyncRetention, Retention
+from .transfer import AsyncTransfer, Transfer
 from .uow import ASYNC_SESSION_KEY, AsyncUnitOfWork, UnitOfWork
 
 R = TypeVar("R")
@@ -141,6 +144,10 @@ class Ledger:
         """Grant operations, each in its own transaction."""
         self.checkpoints = CheckpointRepository(self)
         """Checkpoint operations, each in its own transaction."""
+        self.transfer = Transfer(self)
+        """Export to JSON Lines, import, and copy to another ledger."""
+        self.retention = Retention(self)
+        """Purge what is past keeping; on SQLite, vacuum."""
 
     @classmethod
     def in_memory(cls, *, clock: Clock | None = None, limits: Limits | None = None) -> Ledger:
@@ -191,12 +198,16 @@ class Ledger:
         probe(connection)
         self._read_options = read_only_options(connection)
 
-    def _binds(self) -> dict[bool, Engine]:
-        """The engine with the options of owned write and read-only transactions."""
+    def _binds(self) -> dict[str, Engine]:
+        """The engine with the options of owned write, read and snapshot transactions."""
         options = self.settings.execution_options
+        engine = self._engine
         return {
-            True: self._engine.execution_options(**options(writes=True)),
-            False: self._engine.execution_options(**options(writes=False), **self._read_options),
+            "write": engine.execution_options(**options(writes=True)),
+            "read": engine.execution_options(**options(writes=False), **self._read_options),
+            "snapshot": engine.execution_options(
+                **options(writes=False), **snapshot_read_options(engine.dialect.name)
+            ),
         }
 
     def upgrade(self, revision: str = "head") -> None:
@@ -229,6 +240,7 @@ class Ledger:
         writes: bool,
         join: Connection | Session | None = None,
         session_factory: SessionFactory | None = None,
+        snapshot: bool = False,
     ) -> Work:
         """A transaction, not begun yet. A unit of work's Session comes from the ledger's
         session factory (the async API puts an AsyncSession in front of it); a single
@@ -237,7 +249,8 @@ class Ledger:
         make_session = session_factory or self._session_factory
         options: dict[str, Any] = {"expire_on_commit": False, "autoflush": False}
         if join is None:
-            session = make_session(bind=self._bind[writes], **options)
+            bind = self._bind["write" if writes else "snapshot" if snapshot else "read"]
+            session = make_session(bind=bind, **options)
             return Work(session, self.settings, writes=writes, joined=False)
         if isinstance(join, Session):
             join.flush()
@@ -263,6 +276,25 @@ class Ledger:
         return retrying(
             attempt, retries=TRANSIENT_RETRIES, retry_on=is_transient, sleep=self._waits.sleep
         )
+
+    @contextmanager
+    def _transaction(self, *, writes: bool, snapshot: bool = False) -> Iterator[Work]:
+        """A fresh transaction for the ledger's own parts (export, import, purge), which
+        bind the repositories they need to it; ``snapshot``: a read that sees one
+        snapshot however long it lasts."""
+        refuse_if_open(self._key)
+        with self._new_work(writes=writes, snapshot=snapshot, session_factory=Session) as work:
+            yield work
+
+    @contextmanager
+    def _connection(self) -> Iterator[Connection]:
+        """A connection outside any transaction, rolled back after (SQLite's VACUUM)."""
+        refuse_if_open(self._key)
+        self._ensure_ready()
+        with translated(self.settings.url), self._engine.connect() as connection:
+            yield connection
+            if connection.in_transaction():
+                connection.rollback()
 
     @contextmanager
     def unit_of_work(self, *, join: Connection | Session | None = None) -> Iterator[UnitOfWork]:
@@ -338,6 +370,10 @@ class AsyncLedger:
         """Grant operations, each in its own transaction."""
         self.checkpoints = AsyncCheckpointRepository(proxied.checkpoints)
         """Checkpoint operations, each in its own transaction."""
+        self.transfer = AsyncTransfer(proxied.transfer)
+        """Export to JSON Lines, import, and copy to another ledger."""
+        self.retention = AsyncRetention(proxied.retention)
+        """Purge what is past keeping; on SQLite, vacuum."""
 
     @classmethod
     def in_memory(cls, *, clock: Clock | None = None, limits: Limits | None = None) -> AsyncLedger:

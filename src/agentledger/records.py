@@ -7,11 +7,16 @@ writes, so an edited copy is checked when it is saved.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 from pydantic import ValidationError as PydanticValidationError
+
+from .clock import utc
+from .errors import ValidationError
+from .ids import validate_id
 
 RunStatus = Literal["completed", "failed", "cancelled", "interrupted"]
 """How a run ended: ``completed`` (answered), ``failed`` (an error stopped it),
@@ -119,8 +124,6 @@ class SessionRecord(Record):
             agentledger.ValidationError: the key is missing (and no default was given), or
                 the value does not fit ``type_``; the message names the key.
         """
-        from .errors import ValidationError
-
         if key not in self.state:
             if default is not _MISSING:
                 return default
@@ -306,3 +309,55 @@ class Checkpoint(Record):
     created_at: datetime
     expires_at: datetime | None
     payload: CheckpointPayload
+
+
+class SessionOverview(Record):
+    """A session with the newest of each of its parts (each list in seq order, except
+    checkpoints: newest first, unexpired only)."""
+
+    session: SessionRecord
+    messages: list[Message]
+    steps: list[Step]
+    grants: list[Grant]
+    """The unexpired grants."""
+    checkpoints: list[CheckpointInfo]
+
+
+class SessionSelection(Record):
+    """Which sessions a bulk operation covers (export, copy, purge): every filter given
+    must hold. ``updated_since`` is inclusive, ``updated_before`` exclusive."""
+
+    session_ids: tuple[str, ...] | None = None
+    app_name: str | None = None
+    user_id: str | None = None
+    updated_since: datetime | None = None
+    updated_before: datetime | None = None
+
+    def __init__(
+        self,
+        *,
+        session_ids: Sequence[str] | None = None,
+        app_name: str | None = None,
+        user_id: str | None = None,
+        updated_since: datetime | None = None,
+        updated_before: datetime | None = None,
+    ) -> None:
+        """Each filter is checked here, before any SQL (ValidationError naming it)."""
+        if isinstance(session_ids, str | bytes) or not isinstance(session_ids, Sequence | None):
+            raise ValidationError("session_ids takes a list of ids", path="session_ids")
+        values: dict[str, Any] = {
+            "session_ids": None if session_ids is None else tuple(map(validate_id, session_ids)),
+            "app_name": None if app_name is None else validate_id(app_name, what="app_name"),
+            "user_id": None if user_id is None else validate_id(user_id, what="user_id"),
+            "updated_since": _instant(updated_since, "updated_since"),
+            "updated_before": _instant(updated_before, "updated_before"),
+        }
+        super().__init__(**values)
+
+
+def _instant(value: object, field: str) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise ValidationError(f"{field} must be a datetime, got {type(value).__name__}", path=field)
+    return utc(value, field=field)

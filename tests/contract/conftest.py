@@ -1,13 +1,15 @@
 """The contract fixture: a Harness for every backend x mode (sync, async).
 
 Server databases are migrated once per run and emptied after each test; an
-in-memory backend gets a fresh private store per test.
+in-memory backend gets a fresh private store per test. The harness gives every hook
+the suite declares, except ``reopen`` on an in-memory store (a second process could
+not open it).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,7 @@ import pytest
 from sqlalchemy.engine import URL, make_url
 
 from agentledger import AsyncLedger, Ledger
-from agentledger.testing import Harness, SyncAdapter
+from agentledger.testing import Harness, SyncAdapter, sqlalchemy_caller_transaction
 
 from ..backends import BACKENDS, Backend
 from ..databases import empty_tables, migrated, server_url_or_skip
@@ -50,14 +52,45 @@ def _database(backend: Backend, tmp_path_factory: pytest.TempPathFactory) -> URL
     return _migrated[key]
 
 
-@asynccontextmanager
-async def _reopened(url: URL, mode: str) -> AsyncIterator[Any]:
-    """A second ledger on the same database, as a new process would open it."""
-    ledger: Any = AsyncLedger(url) if mode == "async" else SyncAdapter(Ledger(url))
-    try:
-        yield ledger
-    finally:
-        await ledger.close()
+def _ledger(mode: str, *args: Any, **options: Any) -> Any:
+    """An async-shaped ledger for ``mode``: an AsyncLedger, or a Ledger behind SyncAdapter."""
+    return (
+        AsyncLedger(*args, **options) if mode == "async" else SyncAdapter(Ledger(*args, **options))
+    )
+
+
+def _opener(make: Callable[..., Any]) -> Callable[..., AbstractAsyncContextManager[Any]]:
+    """A harness hook that opens ``make(**options)`` and closes it afterwards."""
+
+    @asynccontextmanager
+    async def opened(**options: Any) -> AsyncIterator[Any]:
+        ledger = await make(**options)
+        try:
+            yield ledger
+        finally:
+            await ledger.close()
+
+    return opened
+
+
+def _hooks(ledger: Any, mode: str, url: URL | None) -> dict[str, Any]:
+    """The harness hooks for ``ledger``: ``configured`` shares its engine (so it works
+    for an in-memory store too); ``reopen`` opens ``url`` afresh, when there is one."""
+
+    async def on_the_same_engine(**options: Any) -> Any:
+        await ledger.sessions.exists("warm-up")  # an in-memory store migrates on first use
+        return _ledger(mode, engine=ledger.engine, **options)
+
+    async def reopened() -> Any:
+        return _ledger(mode, url)
+
+    hooks = {
+        "configured": _opener(on_the_same_engine),
+        "caller_transaction": sqlalchemy_caller_transaction(ledger),
+    }
+    if url is not None:
+        hooks["reopen"] = _opener(reopened)
+    return hooks
 
 
 @pytest.fixture(params=_params())
@@ -65,24 +98,21 @@ async def harness(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Harness]:
     backend, mode = request.param
+    name = f"{backend.name}-{mode}"
     if backend.in_memory:
         memory: Any = (
             AsyncLedger.in_memory() if mode == "async" else SyncAdapter(Ledger.in_memory())
         )
         try:
-            yield Harness(memory, mode, f"{backend.name}-{mode}")
+            yield Harness(memory, mode, name, **_hooks(memory, mode, None))
         finally:
             await memory.close()
         return
     base = _database(backend, tmp_path_factory)
     url = backend.url_for(base, mode)
-    ledger: Any = AsyncLedger(url) if mode == "async" else SyncAdapter(Ledger(url))
-    process_url = str(base) if backend.multiprocess and backend.dialect == "sqlite" else None
+    ledger = _ledger(mode, url)
     try:
-        extras = {"reopen": lambda: _reopened(url, mode)}
-        yield Harness(
-            ledger, mode, f"{backend.name}-{mode}", process_url=process_url, extras=extras
-        )
+        yield Harness(ledger, mode, name, **_hooks(ledger, mode, url))
     finally:
         await ledger.close()
         empty_tables(base)

@@ -12,6 +12,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
 
 from agentledger import migrations
+from agentledger.migrations.compare import target_metadata
 from agentledger.models import TABLE_PREFIX, VERSION_TABLE, AgentMessage, AgentSession, metadata
 
 OUR_TABLES = frozenset(metadata.tables)
@@ -19,7 +20,7 @@ OUR_TABLES = frozenset(metadata.tables)
 
 def drift(url: URL, *, schema: str | None = None) -> list[Any]:
     """Alembic's differences between the migrated database and the models ([] = none)."""
-    target = migrations._target_metadata(schema)
+    target = target_metadata(schema)
 
     def include(name: str | None, type_: str, parents: Any) -> bool:
         if type_ == "schema":

@@ -12,8 +12,15 @@ import pytest
 from sqlalchemy import create_engine, insert
 from sqlalchemy.pool import NullPool
 
-from agentledger import AgentSession, AgentStep, CorruptRecordError, ValidationError, migrations
-from agentledger.transfer import Progress, copy_ledger
+from agentledger import (
+    AgentSession,
+    AgentStep,
+    CorruptRecordError,
+    SessionSelection,
+    ValidationError,
+    migrations,
+)
+from agentledger.transfer import Progress
 
 from ..databases import dialect_params, scratch_database
 from ._data import counts, ledger_at, populate, snapshot
@@ -89,7 +96,7 @@ def test_copying_100000_steps_keeps_memory_flat(tmp_path: Path) -> None:
         tracemalloc.start()
         started = time.perf_counter()
         try:
-            report = copy_ledger(reader, writer)
+            report = reader.transfer.copy_to(writer)
             _, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()
@@ -136,9 +143,9 @@ def test_an_interrupted_copy_run_again_ends_with_one_copy_of_every_row(
         migrations.upgrade(target)
         with ledger_at(many) as source, ledger_at(target) as writer:
             with pytest.raises(Interrupt):
-                copy_ledger(source, writer, batch=2, progress=_stop_after(25))
+                source.transfer.copy_to(writer, batch=2, progress=_stop_after(25))
             partial = counts(snapshot(target))
-            again = copy_ledger(source, writer, batch=2)
+            again = source.transfer.copy_to(writer, batch=2)
 
         assert 0 < partial["agentledger_sessions"] < len(expected["agentledger_sessions"])
         assert snapshot(target) == expected
@@ -157,8 +164,8 @@ def test_a_copy_interrupted_anywhere_completes_on_the_next_run(
     migrations.upgrade(target)
     with ledger_at(many) as source, ledger_at(target) as writer:
         with pytest.raises(Interrupt):
-            copy_ledger(source, writer, batch=3, progress=_stop_after(stop))
-        copy_ledger(source, writer, batch=3)
+            source.transfer.copy_to(writer, batch=3, progress=_stop_after(stop))
+        source.transfer.copy_to(writer, batch=3)
 
     assert snapshot(target) == snapshot(many)
 
@@ -172,8 +179,8 @@ def test_a_copy_from_sqlite_to_a_server_and_back_keeps_every_value(
     with scratch_database(dialect, str(tmp_path)) as server:
         migrations.upgrade(server)
         with ledger_at(many) as a, ledger_at(server) as b, ledger_at(back) as c:
-            copy_ledger(a, b)
-            copy_ledger(b, c)
+            a.transfer.copy_to(b)
+            b.transfer.copy_to(c)
         assert snapshot(server) == snapshot(many)
     assert snapshot(back) == snapshot(many)
 
@@ -182,7 +189,7 @@ def test_copy_of_a_selection_carries_only_those_sessions(many: str, tmp_path: Pa
     target = f"sqlite:///{tmp_path / 'target.db'}"
     migrations.upgrade(target)
     with ledger_at(many) as source, ledger_at(target) as writer:
-        report = copy_ledger(source, writer, user_id="user-1")
+        report = source.transfer.copy_to(writer, selection=SessionSelection(user_id="user-1"))
 
     stored = snapshot(target)
     assert report.tables["sessions"].inserted == 4
@@ -213,6 +220,6 @@ def test_a_corrupt_source_row_stops_the_copy_naming_it(
     engine.dispose()
 
     with ledger_at(source) as a, ledger_at(target) as b, pytest.raises(error, match=message):
-        copy_ledger(a, b)
+        a.transfer.copy_to(b)
 
     assert counts(snapshot(target))["agentledger_sessions"] == 0

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy.engine import URL
 
 from agentledger import Ledger, ValidationError, migrations
-from agentledger.retention import PurgeItem, plan_purge, purge, sqlite_sizes_of, vacuum
+from agentledger.retention import PurgeItem, PurgePolicy
 
 from ..databases import dialect_params, scratch_database
 from ._data import Clock, Snapshot, ledger_at, snapshot
@@ -104,9 +104,9 @@ def test_a_dry_run_changes_nothing_and_purge_removes_exactly_what_it_listed(
     deleted: list[PurgeItem] = []
 
     with ledger_at(url, clock) as ledger:
-        plan = plan_purge(ledger, on_item=planned.append, batch=2, **policy)
+        plan = ledger.retention.plan_purge(PurgePolicy(**policy), on_item=planned.append, batch=2)
         assert snapshot(url) == before
-        done = purge(ledger, on_item=deleted.append, batch=2, **policy)
+        done = ledger.retention.purge(PurgePolicy(**policy), on_item=deleted.append, batch=2)
 
     assert planned and deleted == planned
     assert (done.sessions, done.checkpoints) == (plan.sessions, plan.checkpoints)
@@ -120,7 +120,8 @@ def test_the_items_say_what_goes_and_why(filled: tuple[URL, Clock]) -> None:
     url, clock = filled
     items: list[PurgeItem] = []
     with ledger_at(url, clock) as ledger:
-        report = plan_purge(ledger, older_than=30 * DAY, keep_checkpoints=2, on_item=items.append)
+        policy = PurgePolicy(older_than=30 * DAY, keep_checkpoints=2)
+        report = ledger.retention.plan_purge(policy, on_item=items.append)
 
     sessions = [(i.id, i.title, i.messages, i.steps) for i in items if i.kind == "session"]
     assert sessions == [
@@ -142,22 +143,26 @@ def test_the_items_say_what_goes_and_why(filled: tuple[URL, Clock]) -> None:
     assert report.cutoff == report.now - 30 * DAY
 
 
-def test_a_purge_without_a_rule_is_refused(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'a.db'}"
-    migrations.upgrade(url)
-    with ledger_at(url) as ledger, pytest.raises(ValidationError, match="nothing to purge"):
-        purge(ledger)
+def test_a_policy_without_a_rule_is_refused() -> None:
+    with pytest.raises(ValidationError, match="nothing to purge"):
+        PurgePolicy()
 
 
 @pytest.mark.parametrize(
     "bad",
     [{"older_than": timedelta(0)}, {"keep_checkpoints": -1}, {"keep_checkpoints": True}],
 )
-def test_bad_rules_are_refused(tmp_path: Path, bad: dict[str, Any]) -> None:
+def test_bad_rules_are_refused_naming_the_option(bad: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError) as refused:
+        PurgePolicy(**bad)
+    assert refused.value.path == next(iter(bad))
+
+
+def test_a_purge_needs_a_policy(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'a.db'}"
     migrations.upgrade(url)
-    with ledger_at(url) as ledger, pytest.raises(ValidationError):
-        plan_purge(ledger, **bad)
+    with ledger_at(url) as ledger, pytest.raises(ValidationError, match="PurgePolicy"):
+        ledger.retention.purge({"older_than": DAY})  # type: ignore[arg-type]
 
 
 @pytest.mark.sqlite
@@ -172,9 +177,9 @@ def test_after_a_large_purge_vacuum_gives_sqlite_space_back(tmp_path: Path) -> N
             ledger.sessions.create(id)
             ledger.steps.append(id, [{"kind": "model", "input": "x" * 2000}] * 200)
         clock.now += 40 * DAY
-        report = purge(ledger, older_than=30 * DAY)
-        sizes = sqlite_sizes_of(ledger)
-        done = vacuum(ledger)
+        report = ledger.retention.purge(PurgePolicy(older_than=30 * DAY))
+        sizes = ledger.retention.sqlite_sizes()
+        done = ledger.retention.vacuum()
 
     assert report.sessions == 20
     assert report.sqlite_free_bytes is not None and report.sqlite_free_bytes > 5 * 2**20
@@ -188,4 +193,4 @@ def test_vacuum_is_only_for_sqlite(tmp_path: Path, dialect: str) -> None:
     with scratch_database(dialect, str(tmp_path)) as url:
         migrations.upgrade(url)
         with ledger_at(url) as ledger, pytest.raises(ValidationError, match="SQLite"):
-            vacuum(ledger)
+            ledger.retention.vacuum()

@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import URL
 
-from agentledger import Ledger, ValidationError, migrations
-from agentledger.retention import purge
-from agentledger.transfer import copy_ledger, export_jsonl, import_jsonl
+from agentledger import Ledger, SessionSelection, ValidationError, migrations
+from agentledger.retention import PurgePolicy
 
 from ..databases import dialect_params, scratch_database
 from ._data import counts, ledger_at, populate, snapshot
@@ -36,12 +35,12 @@ def source(tmp_path: Path) -> str:
 
 def _export(url: URL | str, path: Path) -> None:
     with ledger_at(url) as ledger:
-        export_jsonl(ledger, path)
+        ledger.transfer.export_jsonl(path)
 
 
 def _import(url: URL | str, path: Path) -> None:
     with ledger_at(url) as ledger:
-        report = import_jsonl(ledger, path)
+        report = ledger.transfer.import_jsonl(path)
     assert report.conflict_count == 0
 
 
@@ -93,7 +92,7 @@ def test_importing_twice_changes_nothing(source: str, tmp_path: Path, dialect: s
         before = snapshot(target)
 
         with ledger_at(target) as ledger:
-            again = import_jsonl(ledger, file)
+            again = ledger.transfer.import_jsonl(file)
 
         assert snapshot(target) == before
     assert again.inserted == 0
@@ -121,7 +120,7 @@ def test_a_conflicting_row_is_reported_and_the_stored_one_kept(
         before = snapshot(target)
 
         with ledger_at(target) as ledger:
-            report = import_jsonl(ledger, file)
+            report = ledger.transfer.import_jsonl(file)
             assert ledger.sessions.get("s-many-1").title == "changed here"
 
         assert snapshot(target) == before
@@ -155,7 +154,7 @@ def test_a_conflicting_child_row_is_reported_alone(source: str, tmp_path: Path) 
     _import(target, file)
 
     with ledger_at(target) as ledger:
-        report = import_jsonl(ledger, other)
+        report = ledger.transfer.import_jsonl(other)
 
     assert [(c.key, c.columns) for c in report.conflicts] == [
         ("step ('s-many-2', 2)", ["step_index"])
@@ -175,7 +174,7 @@ def test_an_import_adds_what_is_missing_and_keeps_what_is_there(
         ledger.sessions.delete("s-rich")
 
     with ledger_at(target) as ledger:
-        report = import_jsonl(ledger, file)
+        report = ledger.transfer.import_jsonl(file)
 
     assert snapshot(target) == snapshot(source)
     assert report.tables["sessions"].inserted == 1
@@ -184,8 +183,12 @@ def test_an_import_adds_what_is_missing_and_keeps_what_is_there(
 
 def test_export_of_one_session_or_a_user_holds_only_their_rows(source: str, tmp_path: Path) -> None:
     with ledger_at(source) as ledger:
-        one = export_jsonl(ledger, tmp_path / "one.jsonl", session_ids=["s-rich"])
-        user = export_jsonl(ledger, tmp_path / "user.jsonl", user_id="user-2")
+        one = ledger.transfer.export_jsonl(
+            tmp_path / "one.jsonl", selection=SessionSelection(session_ids=["s-rich"])
+        )
+        user = ledger.transfer.export_jsonl(
+            tmp_path / "user.jsonl", selection=SessionSelection(user_id="user-2")
+        )
 
     assert one.rows == {"sessions": 1, "messages": 2, "steps": 2, "grants": 2, "checkpoints": 3}
     assert user.rows == {"sessions": 3, "messages": 3, "steps": 6, "grants": 0, "checkpoints": 0}
@@ -200,7 +203,7 @@ def test_export_of_one_session_or_a_user_holds_only_their_rows(source: str, tmp_
 def test_every_line_of_an_export_is_one_json_object_in_order(source: str, tmp_path: Path) -> None:
     with ledger_at(source) as ledger:
         stream = io.StringIO()
-        export_jsonl(ledger, stream, batch=2)
+        ledger.transfer.export_jsonl(stream, batch=2)
     lines = [json.loads(line) for line in stream.getvalue().splitlines()]
     header = lines[0]["agentledger_export"]
     assert header["version"] == 1
@@ -236,14 +239,14 @@ def test_a_gzip_export_imports(source: str, tmp_path: Path) -> None:
 def test_a_file_cut_short_imports_its_complete_pages_only(source: str, tmp_path: Path) -> None:
     file = tmp_path / "out.jsonl"
     with ledger_at(source) as ledger:
-        export_jsonl(ledger, file, batch=1)  # one session per page
+        ledger.transfer.export_jsonl(file, batch=1)  # one session per page
     lines = file.read_text(encoding="utf-8").splitlines(keepends=True)
     cut = tmp_path / "cut.jsonl"
     cut.write_text("".join(lines[:-3]), encoding="utf-8")
     target = _migrated_sqlite(tmp_path, "target.db")
 
     with ledger_at(target) as ledger, pytest.raises(ValidationError, match="cut short"):
-        import_jsonl(ledger, cut)
+        ledger.transfer.import_jsonl(cut)
 
     stored = snapshot(target)
     complete = {row["id"] for row in stored["agentledger_sessions"]}
@@ -266,7 +269,7 @@ def test_a_bad_line_is_refused_naming_it(tmp_path: Path, line: str, message: str
     target = _migrated_sqlite(tmp_path, "target.db")
 
     with ledger_at(target) as ledger, pytest.raises(ValidationError, match=message):
-        import_jsonl(ledger, file)
+        ledger.transfer.import_jsonl(file)
 
 
 @pytest.mark.parametrize(
@@ -286,7 +289,7 @@ def test_a_row_that_breaks_the_rules_is_refused_before_any_write(
 ) -> None:
     stream = io.StringIO()
     with ledger_at(source) as ledger:
-        export_jsonl(ledger, stream, session_ids=["s-empty"])
+        ledger.transfer.export_jsonl(stream, selection=SessionSelection(session_ids=["s-empty"]))
     lines = [json.loads(line) for line in stream.getvalue().splitlines()]
     lines[1]["session"][field] = value
     file = tmp_path / "bad.jsonl"
@@ -294,7 +297,7 @@ def test_a_row_that_breaks_the_rules_is_refused_before_any_write(
     target = _migrated_sqlite(tmp_path, "target.db")
 
     with ledger_at(target) as ledger, pytest.raises(ValidationError, match=message):
-        import_jsonl(ledger, file)
+        ledger.transfer.import_jsonl(file)
 
     assert counts(snapshot(target))["agentledger_sessions"] == 0
 
@@ -305,7 +308,7 @@ def test_a_newer_format_is_refused_with_what_to_do(tmp_path: Path) -> None:
     target = _migrated_sqlite(tmp_path, "target.db")
 
     with ledger_at(target) as ledger, pytest.raises(ValidationError, match="upgrade agentledger"):
-        import_jsonl(ledger, file)
+        ledger.transfer.import_jsonl(file)
 
 
 def test_a_file_that_is_not_an_export_is_refused(tmp_path: Path) -> None:
@@ -317,7 +320,7 @@ def test_a_file_that_is_not_an_export_is_refused(tmp_path: Path) -> None:
         ledger_at(target) as ledger,
         pytest.raises(ValidationError, match="not an agentledger export"),
     ):
-        import_jsonl(ledger, file)
+        ledger.transfer.import_jsonl(file)
 
 
 def test_an_interrupted_export_leaves_no_file_behind(source: str, tmp_path: Path) -> None:
@@ -327,7 +330,7 @@ def test_an_interrupted_export_leaves_no_file_behind(source: str, tmp_path: Path
         raise KeyboardInterrupt
 
     with ledger_at(source) as ledger, pytest.raises(KeyboardInterrupt):
-        export_jsonl(ledger, file, progress=stop)
+        ledger.transfer.export_jsonl(file, progress=stop)
 
     assert list(tmp_path.glob("out.jsonl*")) == []
 
@@ -338,7 +341,7 @@ def test_copy_refuses_to_copy_a_database_onto_itself(source: str) -> None:
         Ledger(source) as same,
         pytest.raises(ValidationError, match="same database"),
     ):
-        copy_ledger(one, same)
+        one.transfer.copy_to(same)
 
 
 @pytest.mark.parametrize("dialect", dialect_params("postgresql"))
@@ -351,10 +354,10 @@ def test_export_import_copy_and_purge_work_in_a_postgresql_schema(
         migrations.upgrade(url, schema="ledger_a")
         migrations.upgrade(url, schema="ledger_b")
         with Ledger(url, schema="ledger_a") as a, Ledger(url, schema="ledger_b") as b:
-            assert import_jsonl(a, file).inserted == 23
-            assert copy_ledger(a, b).inserted == 23
+            assert a.transfer.import_jsonl(file).inserted == 23
+            assert a.transfer.copy_to(b).inserted == 23
             stream = io.StringIO()
-            assert export_jsonl(b, stream).rows["steps"] == 8
-            assert purge(b, keep_checkpoints=0).checkpoints == 3
+            assert b.transfer.export_jsonl(stream).rows["steps"] == 8
+            assert b.retention.purge(PurgePolicy(keep_checkpoints=0)).checkpoints == 3
             assert b.sessions.get("s-rich").latest_checkpoint_ref is None
             assert a.sessions.get("s-rich").latest_checkpoint_ref is not None

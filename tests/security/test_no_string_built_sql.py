@@ -15,8 +15,7 @@ REVIEWED = {
     ("_dialects.py", "drop_temporary_table"): "a module constant, quoted as an identifier",
     ("engine.py", "_on_sqlite_connect"): "PRAGMA with an int constant (no bind for PRAGMA)",
     ("engine.py", "sqlite_migration_connection"): "PRAGMA ON/OFF chosen by a bool",
-    ("migrations.py", "_create_schema"): "schema name validated as an identifier, then quoted",
-    ("testing/checkpoints.py", "_explain"): "test suite: EXPLAIN of a statement we captured",
+    ("migrations/environment.py", "_create_schema"): "a validated identifier, quoted",
 }
 
 

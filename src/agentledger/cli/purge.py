@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from .. import retention
-from .._portable import format_time
+from ..clock import format_time
 from ..engine import is_sqlite, mask
 from ..ledger import Ledger
 from ..transfer import Progress
@@ -86,7 +86,7 @@ def _purge(args: argparse.Namespace) -> int:
         if has_rule:
             _purge_rules(ledger, args, rules, url)
         if args.vacuum:
-            done = retention.vacuum(ledger)
+            done = ledger.retention.vacuum()
             say(f"vacuum: the file went from {byte_size(done.before)} to {byte_size(done.after)}")
     return EXIT_OK
 
@@ -111,8 +111,8 @@ def _purge_rules(ledger: Ledger, args: argparse.Namespace, rules: dict[str, Any]
             elif progress is not None:
                 progress(Progress(done=deleted, total=None, unit="rows"))
 
-        run = retention.plan_purge if args.dry_run else retention.purge
-        report = run(ledger, batch=args.batch, on_item=on_item, **rules)
+        run = ledger.retention.plan_purge if args.dry_run else ledger.retention.purge
+        report = run(retention.PurgePolicy(**rules), batch=args.batch, on_item=on_item)
     what = (
         f"{count(report.sessions, 'session')} ({count(report.messages, 'message')}, "
         f"{count(report.steps, 'step')}) and "

@@ -1,5 +1,5 @@
 """``agentledger sessions ...``: list, show and delete, over the ledger's repositories and
-``agentledger.overview``."""
+``ledger.sessions.overview``."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ import argparse
 import sys
 from collections.abc import Iterator
 
-from .. import overview
 from ..ledger import Ledger
-from ..records import Message, SessionSummary, Step
+from ..records import Message, SessionOverview, SessionSummary, Step
 from .common import EXIT_OK, Groups, UsageError, add_commands, add_connection_options, ledger_of
 from .output import (
     TITLE_WIDTH,
@@ -131,8 +130,8 @@ def _write_json(items: Iterator[SessionSummary]) -> None:
 
 def _show(args: argparse.Namespace) -> int:
     with ledger_of(args) as ledger:
-        view = overview.session_overview(
-            ledger, args.id, messages=args.messages, steps=args.steps, checkpoints=args.checkpoints
+        view = ledger.sessions.overview(
+            args.id, messages=args.messages, steps=args.steps, checkpoints=args.checkpoints
         )
     record = view.session
     fields = [
@@ -199,7 +198,7 @@ def _show_steps(steps: list[Step], total: int) -> None:
     table(header, rows, right={0, 3, 4, 5, 7}, indent="  ")
 
 
-def _show_grants(view: overview.SessionOverview) -> None:
+def _show_grants(view: SessionOverview) -> None:
     say("")
     say(f"grants: {len(view.grants)} active")
     rows = [
@@ -215,7 +214,7 @@ def _show_grants(view: overview.SessionOverview) -> None:
         table(["CAPABILITY", "BY", "GRANTED", "EXPIRES"], rows, indent="  ")
 
 
-def _show_checkpoints(view: overview.SessionOverview) -> None:
+def _show_checkpoints(view: SessionOverview) -> None:
     say("")
     latest = view.session.latest_checkpoint_ref
     say(f"checkpoints: {len(view.checkpoints)} unexpired shown, newest first")

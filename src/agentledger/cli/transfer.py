@@ -7,9 +7,9 @@ import argparse
 import os
 import sys
 from datetime import UTC, datetime
-from typing import Any
 
 from .. import transfer
+from ..records import SessionSelection
 from .common import (
     EXIT_CONFLICTS,
     EXIT_OK,
@@ -89,14 +89,14 @@ def _add_selection(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _selection(args: argparse.Namespace) -> dict[str, Any]:
-    """The keyword arguments of export_jsonl and copy_ledger that choose the sessions."""
-    return {
-        "session_ids": args.sessions,
-        "app_name": args.app,
-        "user_id": args.user,
-        "updated_since": _since(args.since) if args.since else None,
-    }
+def _selection(args: argparse.Namespace) -> SessionSelection:
+    """The sessions an export or a copy carries."""
+    return SessionSelection(
+        session_ids=args.sessions,
+        app_name=args.app,
+        user_id=args.user,
+        updated_since=_since(args.since) if args.since else None,
+    )
 
 
 def _since(value: str) -> datetime:
@@ -119,8 +119,8 @@ def _export(args: argparse.Namespace) -> int:
     selection = _selection(args)
     destination: transfer.Destination = args.output or sys.stdout
     with ledger_of(args) as ledger, progress_line("export") as progress:
-        report = transfer.export_jsonl(
-            ledger, destination, batch=args.batch, progress=progress, **selection
+        report = ledger.transfer.export_jsonl(
+            destination, selection=selection, batch=args.batch, progress=progress
         )
     counts = ", ".join(count(number, name[:-1]) for name, number in report.rows.items())
     where = f" to {report.destination}" if report.destination else ""
@@ -138,7 +138,7 @@ def _import(args: argparse.Namespace) -> int:
     if args.file != "-" and not os.path.isfile(args.file):
         raise UsageError(f"no file {args.file!r} to import")
     with ledger_of(args) as ledger, progress_line("import") as progress:
-        report = transfer.import_jsonl(ledger, source, batch=args.batch, progress=progress)
+        report = ledger.transfer.import_jsonl(source, batch=args.batch, progress=progress)
     return _report(report)
 
 
@@ -151,8 +151,8 @@ def _copy(args: argparse.Namespace) -> int:
         open_ledger(target_url, args.to_schema) as target,
         progress_line("copy") as progress,
     ):
-        report = transfer.copy_ledger(
-            source, target, batch=args.batch, progress=progress, **selection
+        report = source.transfer.copy_to(
+            target, selection=selection, batch=args.batch, progress=progress
         )
     return _report(report)
 

@@ -13,6 +13,7 @@ from typing import Any, Literal, cast
 
 from sqlalchemy import (
     Column,
+    ColumnElement,
     Dialect,
     FetchedValue,
     MetaData,
@@ -32,7 +33,7 @@ from .._translate import handled, is_stale_write
 from ..errors import ConflictError, CorruptRecordError, NotFoundError
 from ..models import AgentSession
 from ..models.types import json_text
-from ..records import RunSummary, SessionRecord, SessionSummary, from_stored
+from ..records import RunSummary, SessionRecord, SessionSelection, SessionSummary, from_stored
 
 SESSIONS = cast(Table, AgentSession.__table__)
 TABLE = SESSIONS.name
@@ -256,3 +257,28 @@ def _stale_or_deleted(session: Session, record: SessionRecord) -> ConflictError:
     return ConflictError(
         f"session {record.id!r} was deleted by another writer", reason="deleted", id=record.id
     )
+
+
+def selected(selection: SessionSelection) -> list[ColumnElement[bool]]:
+    """The WHERE conditions on ``agentledger_sessions`` that pick ``selection``."""
+    found: list[ColumnElement[bool]] = []
+    if selection.session_ids is not None:
+        found.append(SESSIONS.c.id.in_(selection.session_ids))
+    if selection.app_name is not None:
+        found.append(SESSIONS.c.app_name == selection.app_name)
+    if selection.user_id is not None:
+        found.append(SESSIONS.c.user_id == selection.user_id)
+    if selection.updated_since is not None:
+        found.append(SESSIONS.c.updated_at >= selection.updated_since)
+    if selection.updated_before is not None:
+        found.append(SESSIONS.c.updated_at < selection.updated_before)
+    return found
+
+
+def lock_sessions(session: Session, ids: Sequence[str]) -> list[str]:
+    """Lock the session rows of ``ids`` in id order (the order every writer of several
+    sessions locks in, so two of them never deadlock); returns the ids still there."""
+    if not ids:
+        return []
+    query = select(SESSIONS.c.id).where(SESSIONS.c.id.in_(sorted(set(ids))))
+    return list(session.execute(query.order_by(SESSIONS.c.id).with_for_update()).scalars())

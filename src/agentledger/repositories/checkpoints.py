@@ -32,10 +32,11 @@ from typing import Any, cast
 from pydantic import ValidationError as PydanticValidationError
 from sqlalchemy import ColumnElement, Row, Table, and_, delete, or_, select, update
 
-from .._checks import bounded_int, decode_cursor, encode_cursor
+from .._checks import after_keyset, bounded_int, decode_cursor, encode_cursor
 from .._concurrency import spawn
 from .._dialects import allocate_checkpoint_seq, json_from_text, on_checkpoint_session_index
 from .._json import check_json, decode_json
+from ..clock import utc
 from ..errors import (
     ConflictError,
     CorruptRecordError,
@@ -46,9 +47,16 @@ from ..errors import (
 from ..ids import new_id, validate_id
 from ..models import AgentCheckpoint, AgentSession
 from ..models.types import json_text
-from ..records import Checkpoint, CheckpointInfo, CheckpointPayload, Page, from_stored
+from ..records import (
+    Checkpoint,
+    CheckpointInfo,
+    CheckpointPayload,
+    Page,
+    SessionSelection,
+    from_stored,
+)
 from ._base import Repository, operation
-from ._session_row import session_exists
+from ._session_row import lock_sessions, selected, session_exists
 
 _CHECKPOINTS = cast(Table, AgentCheckpoint.__table__)
 _SESSIONS = cast(Table, AgentSession.__table__)
@@ -63,6 +71,8 @@ _INFO_COLUMNS = (
 )
 _READ = select(*_INFO_COLUMNS, json_text(_CHECKPOINTS.c.payload).label("payload"))
 _LIST = select(*_INFO_COLUMNS, _CHECKPOINTS.c.size)
+CheckpointInfos = list[CheckpointInfo]
+"""Checkpoints without their payloads, as bulk operations return them."""
 _Located = Row[Any, Any, Any]
 """(session_id, seq, expires_at) of one checkpoint."""
 MAX_REF_LENGTH = 64
@@ -511,34 +521,53 @@ class CheckpointRepository(Repository):
         """
         validate_id(id)
         pointer = self._lock_session(id, "no checkpoints to delete")
-        count = self._delete_refs([ref for ref, _ in self._rows_of(id, pointer)])
+        count = self._delete_refs([info.ref for info in self._history(id, pointer, lock=True)])
         if pointer is not None:
             self._set_pointer(id, None)
         return count
 
-    def _rows_of(self, id: str, pointer: str | None) -> Sequence[tuple[str, datetime | None]]:
-        """(ref, expires_at) of every checkpoint of session ``id``, newest first, locked
-        for deletion; ``pointer`` (the session's newest) is read under its row lock.
+    def _history(self, id: str, pointer: str | None, *, lock: bool) -> CheckpointInfos:
+        """Every checkpoint of session ``id``, newest first; ``pointer`` is its newest
+        (read under the session row's lock when ``lock``, and then every row is locked
+        for deletion too).
 
-        The range read ends on the pointer's row, ascending, so on MariaDB it locks only
-        this session's rows (and the gap before its first); callers then delete by
-        primary key rather than with a DELETE by session, which could lock the rows
-        around the range (or, planned as a scan, every row).
+        The locking range read ends on the pointer's row, ascending, so on MariaDB it
+        locks only this session's rows (and the gap before its first); callers then
+        delete by primary key rather than with a DELETE by session, which could lock
+        the rows around the range (or, planned as a scan, every row).
         """
         if pointer is None:
             return []
-        top = self._row_of(pointer, exclusive=True)
-        query = on_checkpoint_session_index(
-            select(_CHECKPOINTS.c.ref, _CHECKPOINTS.c.expires_at).where(
-                _CHECKPOINTS.c.session_id == id
-            )
+        query = on_checkpoint_session_index(_LIST.where(_CHECKPOINTS.c.session_id == id))
+        if lock:
+            top = self._row_of(pointer, exclusive=True)
+            if top is not None:
+                query = query.where(_CHECKPOINTS.c.seq <= top.seq)
+        rows = self._session.execute(
+            query.order_by(_CHECKPOINTS.c.seq).with_for_update() if lock else query
         )
-        if top is not None:
-            query = query.where(_CHECKPOINTS.c.seq < top.seq)
-        rows = self._session.execute(query.order_by(_CHECKPOINTS.c.seq).with_for_update())
-        older = [(row[0], row[1]) for row in rows]
-        newest = [(pointer, top.expires_at)] if top is not None else []
-        return newest + older[::-1]
+        history = [CheckpointInfo.model_validate(dict(row._mapping)) for row in rows]
+        return sorted(history, key=lambda info: info.seq, reverse=True)
+
+    def _prune_one(
+        self, id: str, pointer: str | None, keep_last: int, now: datetime, *, apply: bool
+    ) -> CheckpointInfos:
+        """The rule of ``prune``: keep the newest ``keep_last`` unexpired checkpoints, the
+        rest go (older ones, and every expired one). Applied under the session's lock,
+        the pointer moves to the newest kept; otherwise only listed."""
+        kept: CheckpointInfos = []
+        doomed: CheckpointInfos = []
+        for info in self._history(id, pointer, lock=apply):
+            if len(kept) < keep_last and _is_alive(info.expires_at, now):
+                kept.append(info)
+            else:
+                doomed.append(info)
+        if apply:
+            self._delete_refs([info.ref for info in doomed])
+            newest = kept[0].ref if kept else None
+            if newest != pointer:
+                self._set_pointer(id, newest)
+        return doomed
 
     @operation(writes=True)
     def prune(self, id: str, keep_last: int) -> int:
@@ -553,18 +582,43 @@ class CheckpointRepository(Repository):
         bounded_int(keep_last, "keep_last")
         now = self._work.settings.now()
         pointer = self._lock_session(id, "no checkpoints to prune")
-        kept: list[str] = []
-        doomed: list[str] = []
-        for ref, expires_at in self._rows_of(id, pointer):
-            if len(kept) < keep_last and _is_alive(expires_at, now):
-                kept.append(ref)
-            else:
-                doomed.append(ref)
-        count = self._delete_refs(doomed)
-        newest = kept[0] if kept else None
-        if newest != pointer:
-            self._set_pointer(id, newest)
-        return count
+        return len(self._prune_one(id, pointer, keep_last, now, apply=True))
+
+    @operation(writes=False)
+    def prunable(
+        self, ids: Sequence[str], keep_last: int, *, at: datetime | None = None
+    ) -> CheckpointInfos:
+        """What ``prune(id, keep_last)`` would delete at ``at`` (default now) from each
+        session of ``ids``, newest first per session; nothing changes (a plan)."""
+        bounded_int(keep_last, "keep_last")
+        now = self._moment(at)
+        pointers = select(_SESSIONS.c.id, _SESSIONS.c.latest_checkpoint_ref).where(
+            _SESSIONS.c.id.in_(sorted(set(map(validate_id, ids))))
+        )
+        found: CheckpointInfos = []
+        for id, pointer in self._session.execute(pointers.order_by(_SESSIONS.c.id)):
+            found += self._prune_one(id, pointer, keep_last, now, apply=False)
+        return found
+
+    @operation(writes=True)
+    def prune_sessions(
+        self, ids: Sequence[str], keep_last: int, *, at: datetime | None = None
+    ) -> CheckpointInfos:
+        """``prune(id, keep_last)`` for every session of ``ids`` that exists, in one
+        transaction, judged at ``at`` (default now); returns what went."""
+        bounded_int(keep_last, "keep_last")
+        now = self._moment(at)
+        locked = select(_SESSIONS.c.id, _SESSIONS.c.latest_checkpoint_ref).where(
+            _SESSIONS.c.id.in_(sorted(set(map(validate_id, ids))))
+        )
+        rows = self._session.execute(locked.order_by(_SESSIONS.c.id).with_for_update()).all()
+        gone: CheckpointInfos = []
+        for id, pointer in rows:
+            gone += self._prune_one(id, pointer, keep_last, now, apply=True)
+        return gone
+
+    def _moment(self, at: datetime | None) -> datetime:
+        return self._work.settings.now() if at is None else utc(at, field="at")
 
     def _delete_refs(self, refs: Sequence[str], *also: ColumnElement[bool]) -> int:
         """Delete the checkpoints ``refs`` (that also match ``also``), by primary key."""
@@ -575,32 +629,57 @@ class CheckpointRepository(Repository):
             count += int(self._session.execute(statement).rowcount)  # type: ignore[attr-defined]
         return count
 
-    def _purge_once(self, now: datetime, batch: int) -> tuple[int, int]:
-        """Delete up to ``batch`` checkpoints expired at ``now``; (seen, deleted)."""
-        query = (
-            select(_CHECKPOINTS.c.ref, _CHECKPOINTS.c.session_id)
-            .where(_expired(now))
-            .order_by(_CHECKPOINTS.c.expires_at)
-            .limit(batch)
-        )
-        rows = self._session.execute(query).all()
-        if not rows:
-            return 0, 0
-        refs = [row[0] for row in rows]
-        ids = sorted({row[1] for row in rows})
-        # Session rows first, in id order: the order every checkpoint writer locks in.
-        lock = select(_SESSIONS.c.id).where(_SESSIONS.c.id.in_(ids)).order_by(_SESSIONS.c.id)
-        self._session.execute(lock.with_for_update()).all()
-        deleted = self._delete_refs(refs, _expired(now))
-        self._repoint(ids, refs)
-        return len(rows), deleted
+    @operation(writes=False)
+    def expired(
+        self,
+        selection: SessionSelection,
+        *,
+        at: datetime | None = None,
+        after: tuple[datetime, str] | None = None,
+        limit: int = PURGE_BATCH,
+    ) -> CheckpointInfos:
+        """Up to ``limit`` checkpoints expired at ``at`` (default now) of the sessions of
+        ``selection``, by (expires_at, ref) after the position ``after``."""
+        bounded_int(limit, "limit", low=1, high=MAX_PURGE_BATCH)
+        query = _LIST.where(_expired(self._moment(at)))
+        conditions = selected(selection)
+        if conditions:
+            query = query.join(_SESSIONS, _SESSIONS.c.id == _CHECKPOINTS.c.session_id).where(
+                *conditions
+            )
+        order = (_CHECKPOINTS.c.expires_at, _CHECKPOINTS.c.ref)
+        if after is not None:
+            query = query.where(after_keyset(order, after))
+        rows = self._session.execute(query.order_by(*order).limit(limit)).all()
+        return [CheckpointInfo.model_validate(dict(row._mapping)) for row in rows]
+
+    @operation(writes=True)
+    def delete_expired(self, refs: Sequence[str], *, at: datetime | None = None) -> CheckpointInfos:
+        """Delete the checkpoints of ``refs`` that are still expired at ``at`` (default
+        now), judged under their sessions' locks; sessions whose newest checkpoint went
+        point at their newest remaining one. Returns what went."""
+        now = self._moment(at)
+        wanted = [_ref(ref) for ref in refs]
+        owners = select(_CHECKPOINTS.c.session_id).where(_CHECKPOINTS.c.ref.in_(wanted))
+        ids = lock_sessions(self._session, list(self._session.execute(owners).scalars()))
+        if not ids:
+            return []
+        still = _LIST.where(_CHECKPOINTS.c.ref.in_(wanted), _expired(now)).with_for_update()
+        gone = [
+            CheckpointInfo.model_validate(dict(row._mapping))
+            for row in self._session.execute(still)
+        ]
+        self._delete_refs([info.ref for info in gone])
+        self._repoint(ids, [info.ref for info in gone])
+        return gone
 
     @operation(writes=True)
     def _purge_batch(self, now: datetime | None, batch: int) -> tuple[int, int, datetime]:
         """One batch of ``purge_expired``: (seen, deleted, the moment it judged by)."""
-        moment = self._work.settings.now() if now is None else now
-        seen, deleted = self._purge_once(moment, batch)
-        return seen, deleted, moment
+        moment = self._moment(now)
+        seen = self.expired(SessionSelection(), at=moment, limit=batch)
+        gone = self.delete_expired([info.ref for info in seen], at=moment) if seen else []
+        return len(seen), len(gone), moment
 
     def purge_expired(self, *, batch: int = PURGE_BATCH) -> int:
         """Delete every expired checkpoint of every session, ``batch`` at a time;
@@ -759,6 +838,40 @@ class AsyncCheckpointRepository:
             ValidationError: ``keep_last`` is not an int >= 0.
         """
         return await spawn(self._proxied.prune, id, keep_last)
+
+    async def prunable(
+        self, ids: Sequence[str], keep_last: int, *, at: datetime | None = None
+    ) -> CheckpointInfos:
+        """What ``prune(id, keep_last)`` would delete at ``at`` (default now) from each
+        session of ``ids``, newest first per session; nothing changes (a plan)."""
+        return await spawn(self._proxied.prunable, ids, keep_last, at=at)
+
+    async def prune_sessions(
+        self, ids: Sequence[str], keep_last: int, *, at: datetime | None = None
+    ) -> CheckpointInfos:
+        """``prune(id, keep_last)`` for every session of ``ids`` that exists, in one
+        transaction, judged at ``at`` (default now); returns what went."""
+        return await spawn(self._proxied.prune_sessions, ids, keep_last, at=at)
+
+    async def expired(
+        self,
+        selection: SessionSelection,
+        *,
+        at: datetime | None = None,
+        after: tuple[datetime, str] | None = None,
+        limit: int = PURGE_BATCH,
+    ) -> CheckpointInfos:
+        """Up to ``limit`` checkpoints expired at ``at`` (default now) of the sessions of
+        ``selection``, by (expires_at, ref) after the position ``after``."""
+        return await spawn(self._proxied.expired, selection, at=at, after=after, limit=limit)
+
+    async def delete_expired(
+        self, refs: Sequence[str], *, at: datetime | None = None
+    ) -> CheckpointInfos:
+        """Delete the checkpoints of ``refs`` that are still expired at ``at`` (default
+        now), judged under their sessions' locks; sessions whose newest checkpoint went
+        point at their newest remaining one. Returns what went."""
+        return await spawn(self._proxied.delete_expired, refs, at=at)
 
     async def purge_expired(self, *, batch: int = PURGE_BATCH) -> int:
         """Delete every expired checkpoint of every session, ``batch`` at a time;

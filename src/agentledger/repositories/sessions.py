@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import builtins
 import functools
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -12,23 +14,39 @@ from .._checks import after_keyset, bounded_int, decode_cursor, encode_cursor
 from .._concurrency import spawn
 from .._json import check_json, check_object
 from .._translate import duplicate_as
+from ..clock import utc
 from ..errors import ConflictError, NotFoundError, ValidationError
 from ..ids import new_id, validate_id
 from ..models import AgentSession
-from ..records import Page, RunSummary, SessionRecord, SessionSummary
+from ..records import (
+    Page,
+    RunSummary,
+    SessionOverview,
+    SessionRecord,
+    SessionSelection,
+    SessionSummary,
+)
 from ._base import Repository, operation
 from ._session_row import (
     SESSIONS,
     SUMMARY_COLUMNS,
     flush_versioned,
     load_record,
+    selected,
     session_exists,
     summary_of,
     versioned_row,
     written_record,
 )
+from .checkpoints import CheckpointRepository
+from .grants import GrantRepository
+from .messages import MessageRepository
+from .steps import StepRepository
 
 MAX_PAGE_SIZE = 1000
+MAX_BULK = 10_000
+"""The most sessions one bulk operation (``stale``, ``with_checkpoints``) returns."""
+OVERVIEW_MAX = 10_000
 
 
 def _text(value: object, *, field: str, max_length: int) -> str | None:
@@ -277,6 +295,84 @@ class SessionRepository(Repository):
         row = self._session.connection().execute(query, params).first()
         return summary_of(row) if row is not None else None
 
+    @operation(writes=False)
+    def overview(
+        self, id: str, *, messages: int = 1000, steps: int = 50, checkpoints: int = 20
+    ) -> SessionOverview:
+        """Session ``id`` with its last ``messages`` messages, last ``steps`` steps, active
+        grants and newest ``checkpoints`` unexpired checkpoints (each 0 to 10,000; 0 skips;
+        checkpoints at most 1,000), read in one transaction so the parts agree.
+
+        Raises:
+            NotFoundError: no such session.
+        """
+        counts = {
+            name: bounded_int(value, name, high=OVERVIEW_MAX)
+            for name, value in (
+                ("messages", messages),
+                ("steps", steps),
+                ("checkpoints", checkpoints),
+            )
+        }
+        work = self._work
+        return SessionOverview(
+            session=load_record(self._session, validate_id(id)),
+            messages=MessageRepository(work).last(id, counts["messages"]) if messages else [],
+            steps=StepRepository(work).last(id, counts["steps"]) if steps else [],
+            grants=GrantRepository(work).active(id),
+            checkpoints=CheckpointRepository(work).list(id, limit=counts["checkpoints"]).items
+            if checkpoints
+            else [],
+        )
+
+    @operation(writes=False)
+    def stale(
+        self,
+        selection: SessionSelection,
+        *,
+        after: tuple[datetime, str] | None = None,
+        limit: int = 500,
+    ) -> builtins.list[SessionSummary]:
+        """Up to ``limit`` sessions of ``selection``, least recently updated first, after
+        the (updated_at, id) position ``after``: the candidates of a retention rule."""
+        bounded_int(limit, "limit", low=1, high=MAX_BULK)
+        query = select(*SUMMARY_COLUMNS).where(*selected(selection))
+        order = (SESSIONS.c.updated_at, SESSIONS.c.id)
+        if after is not None:
+            query = query.where(after_keyset(order, after))
+        rows = self._session.execute(query.order_by(*order).limit(limit)).all()
+        return [summary_of(row) for row in rows]
+
+    @operation(writes=True)
+    def delete_stale(self, ids: Sequence[str], *, updated_before: datetime) -> builtins.list[str]:
+        """Delete the sessions of ``ids`` (with all their rows) that are still not updated
+        since ``updated_before``, judged under their row locks; returns the ids that went."""
+        locked = select(SESSIONS.c.id).where(
+            SESSIONS.c.id.in_(sorted(set(ids))),
+            SESSIONS.c.updated_at < utc(updated_before, field="updated_before"),
+        )
+        still = list(
+            self._session.execute(locked.order_by(SESSIONS.c.id).with_for_update()).scalars()
+        )
+        if still:
+            self._session.execute(delete(SESSIONS).where(SESSIONS.c.id.in_(still)))
+        return still
+
+    @operation(writes=False)
+    def with_checkpoints(
+        self, selection: SessionSelection, *, after: str | None = None, limit: int = 500
+    ) -> builtins.list[tuple[str, int]]:
+        """Up to ``limit`` sessions of ``selection`` that ever had a checkpoint, by id after
+        ``after``, each with its checkpoint counter (an upper bound of how many it holds)."""
+        bounded_int(limit, "limit", low=1, high=MAX_BULK)
+        query = select(SESSIONS.c.id, SESSIONS.c.checkpoint_seq).where(
+            SESSIONS.c.checkpoint_seq > 0, *selected(selection)
+        )
+        if after is not None:
+            query = query.where(SESSIONS.c.id > after)
+        rows = self._session.execute(query.order_by(SESSIONS.c.id).limit(limit)).all()
+        return [(row.id, row.checkpoint_seq) for row in rows]
+
 
 @functools.cache
 def _listing(app_name: bool, user_id: bool, status: bool, *, after: bool) -> Select[Any]:
@@ -440,5 +536,44 @@ class AsyncSessionRepository:
     ) -> SessionSummary | None:
         """The most recently updated session ("continue where I left off"), or None."""
         return await spawn(self._proxied.most_recent, app_name=app_name, user_id=user_id)
+
+    async def overview(
+        self, id: str, *, messages: int = 1000, steps: int = 50, checkpoints: int = 20
+    ) -> SessionOverview:
+        """Session ``id`` with its last ``messages`` messages, last ``steps`` steps, active
+        grants and newest ``checkpoints`` unexpired checkpoints (each 0 to 10,000; 0 skips;
+        checkpoints at most 1,000), read in one transaction so the parts agree.
+
+        Raises:
+            NotFoundError: no such session.
+        """
+        return await spawn(
+            self._proxied.overview, id, messages=messages, steps=steps, checkpoints=checkpoints
+        )
+
+    async def stale(
+        self,
+        selection: SessionSelection,
+        *,
+        after: tuple[datetime, str] | None = None,
+        limit: int = 500,
+    ) -> builtins.list[SessionSummary]:
+        """Up to ``limit`` sessions of ``selection``, least recently updated first, after
+        the (updated_at, id) position ``after``: the candidates of a retention rule."""
+        return await spawn(self._proxied.stale, selection, after=after, limit=limit)
+
+    async def delete_stale(
+        self, ids: Sequence[str], *, updated_before: datetime
+    ) -> builtins.list[str]:
+        """Delete the sessions of ``ids`` (with all their rows) that are still not updated
+        since ``updated_before``, judged under their row locks; returns the ids that went."""
+        return await spawn(self._proxied.delete_stale, ids, updated_before=updated_before)
+
+    async def with_checkpoints(
+        self, selection: SessionSelection, *, after: str | None = None, limit: int = 500
+    ) -> builtins.list[tuple[str, int]]:
+        """Up to ``limit`` sessions of ``selection`` that ever had a checkpoint, by id after
+        ``after``, each with its checkpoint counter (an upper bound of how many it holds)."""
+        return await spawn(self._proxied.with_checkpoints, selection, after=after, limit=limit)
 
     # --- end of async proxies ---

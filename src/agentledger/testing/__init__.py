@@ -1,30 +1,61 @@
 """agentledger's contract suite, importable: run it against your own store.
 
 Subclass the contract classes in a test module and provide a ``harness`` fixture
-that yields a :class:`Harness` around your ledger::
+that yields a :class:`Harness` around your store::
 
+    import pytest
     from agentledger.testing import Harness, SessionContract
 
     class TestMyStore(SessionContract):
         @pytest.fixture
         async def harness(self):
-            yield Harness(ledger=MyLedger(...), mode="async", backend="mine")
+            ledger = MyLedger(...)
+            yield Harness(ledger=ledger, mode="async", backend="mine")
+            await ledger.close()
 
-Needs pytest and an asyncio plugin (pytest-asyncio in auto mode).
+What your store provides (every detail in :class:`Harness`):
+
+- ``ledger``: an object with agentledger's async API (``AsyncLedger``'s shape): the
+  repositories ``sessions``, ``messages``, ``steps``, ``grants``, ``checkpoints``,
+  ``unit_of_work()``, ``run()`` and ``close()``, returning agentledger's records and
+  raising agentledger's errors. A sync store takes part as ``SyncAdapter(ledger)``
+  with ``mode="sync"``.
+- ``mode`` (``"async"`` or ``"sync"``: concurrency runs as tasks or as threads) and
+  ``backend`` (a name for messages).
+- Optional hooks, each a callable: ``reopen`` (a second ledger on the same data, as
+  a new process opens it), ``configured`` (a second ledger with its own ``clock`` or
+  ``limits``) and ``caller_transaction`` (a host application's transaction for
+  ``unit_of_work(join=...)``; ``sqlalchemy_caller_transaction(ledger)`` makes it for a
+  ledger with a SQLAlchemy ``engine``). A test that needs a hook you leave out is
+  skipped, naming the hook.
+
+The suite speaks to the store only through that API and those hooks. What it needs
+to run: pytest (8 or later) and pytest-asyncio in auto mode (``asyncio_mode =
+"auto"``), because the tests and the ``harness`` fixture are coroutines. Each test
+expects an empty store: give every test a fresh one, or empty it after each.
 """
 
+from .bulk import BulkContract
 from .checkpoints import (
     CheckpointConcurrencyContract,
     CheckpointContract,
     CheckpointExpiryContract,
 )
 from .grants import GrantContract
-from .harness import Harness, SyncAdapter, drive, statements_during
+from .harness import (
+    CallerTransaction,
+    Harness,
+    SyncAdapter,
+    drive,
+    sqlalchemy_caller_transaction,
+)
 from .messages import MessageConcurrencyContract, MessageContract
 from .sessions import ConcurrencyContract, ListingContract, SessionContract, UnitOfWorkContract
 from .steps import FinalizeContract, StepConcurrencyContract, StepContract, UsageContract
 
 __all__ = [
+    "BulkContract",
+    "CallerTransaction",
     "CheckpointConcurrencyContract",
     "CheckpointContract",
     "CheckpointExpiryContract",
@@ -42,5 +73,5 @@ __all__ = [
     "UnitOfWorkContract",
     "UsageContract",
     "drive",
-    "statements_during",
+    "sqlalchemy_caller_transaction",
 ]

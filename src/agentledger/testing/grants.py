@@ -6,7 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from ..errors import NotFoundError, ValidationError
+from agentledger import NotFoundError, ValidationError
+
 from .harness import Harness
 
 LONG_CAPABILITY = "shell:" + "x" * 4090
@@ -103,10 +104,7 @@ class GrantContract:
     async def test_a_resumed_ledger_sees_the_grants(self, harness: Harness) -> None:
         await harness.ledger.sessions.create("g")
         await harness.ledger.grants.grant("g", "tool:x")
-        reopened = harness.extras.get("reopen")
-        if reopened is None:
-            pytest.skip("this backend cannot be reopened by a second ledger")
-        async with reopened() as other:
+        async with harness.require("reopen")() as other:
             assert await other.grants.is_granted("g", "tool:x") is True
 
 

@@ -1,9 +1,14 @@
-"""The harness the contract suite runs against: one ledger, its mode, and helpers.
+"""The harness the contract suite runs against: a ledger, its mode, and optional hooks.
 
 The suite is written once, against the async API. A sync ``Ledger`` takes part
 through ``SyncAdapter``, which makes its methods awaitable without ever suspending,
 so the same test body drives both surfaces. Concurrency helpers use tasks for the
 async API and threads for the sync one.
+
+The suite reaches the store only through ``Harness.ledger`` (its repositories, units
+of work, records and errors) and through the hooks below; whatever else a test needs
+to see (SQL statements, rows, query plans) is agentledger's own business and is tested
+in agentledger's repository, not here.
 """
 
 from __future__ import annotations
@@ -14,17 +19,19 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, TypeVar
 
-from sqlalchemy import Connection, Engine, event, text
+import pytest
+from sqlalchemy import Connection, Engine, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 from sqlalchemy.orm import Session
 
-from ..errors import UsageError
+from agentledger import UsageError
 
 T = TypeVar("T")
 REPOSITORIES = ("sessions", "messages", "steps", "grants", "checkpoints")
+Hook = Literal["reopen", "configured", "caller_transaction"]
 
 
 def drive(coroutine: Coroutine[Any, Any, T]) -> T:
@@ -70,6 +77,8 @@ class SyncAdapter(_Awaitable):
     """Presents a sync ``Ledger`` with the async API's shape, for the shared suite."""
 
     def unit_of_work(self, **options: Any) -> AbstractAsyncContextManager[Any]:
+        """The sync unit of work as an async context manager yielding an awaitable one."""
+
         @asynccontextmanager
         async def opened() -> AsyncIterator[Any]:
             with self._target.unit_of_work(**options) as uow:
@@ -78,6 +87,7 @@ class SyncAdapter(_Awaitable):
         return opened()
 
     async def run(self, fn: Callable[[Any], Coroutine[Any, Any, T]], *, retries: int = 3) -> T:
+        """``Ledger.run`` with an async ``fn``, driven without an event loop."""
         return self._target.run(lambda uow: drive(fn(_Awaitable(uow))), retries=retries)  # type: ignore[no-any-return]
 
 
@@ -90,15 +100,140 @@ class Barrier:
         self._tasks = asyncio.Barrier(parties) if mode == "async" else None
 
     async def wait(self) -> None:
+        """Return once every party is waiting (threads give up after 60 seconds)."""
         if self._tasks is not None:
             await self._tasks.wait()
         else:
             self._threads.wait(timeout=60)
 
 
+class CallerTransaction(Protocol):
+    """A host application's own transaction, as the ``caller_transaction`` hook yields it.
+
+    ``join`` is what ``ledger.unit_of_work(join=...)`` takes (for agentledger, a
+    SQLAlchemy ``Connection``/``Session`` or their async twins) in an open transaction.
+    """
+
+    join: Any
+
+    async def execute(self, sql: str, **params: Any) -> Any:
+        """Run ``sql`` in the caller's transaction; the result has ``scalar()``."""
+        ...
+
+    async def commit(self) -> None:
+        """Commit the caller's transaction."""
+        ...
+
+    async def rollback(self) -> None:
+        """Roll the caller's transaction back."""
+        ...
+
+
+LedgerOpener = Callable[..., AbstractAsyncContextManager[Any]]
+"""A hook that opens a second ledger (async-shaped, like ``Harness.ledger``)."""
+CallerOpener = Callable[..., AbstractAsyncContextManager[CallerTransaction]]
+"""A hook that opens a caller's transaction: ``opener(orm=False)``."""
+
+_USED_BY: dict[str, str] = {
+    "reopen": "a second ledger opened on the same data, as a new process would",
+    "configured": "a second ledger on the same data with its own clock or limits",
+    "caller_transaction": "a host application's own transaction to join",
+}
+
+
 @dataclass
-class CallerTransaction:
-    """A host application's own connection (or ORM session) in a transaction, to join."""
+class Harness:
+    """What a contract test gets: the store under test, how to drive it, and hooks.
+
+    A store provides ``ledger``, ``mode`` and ``backend``. The hooks are optional: a
+    test that needs one the store leaves out (None) is skipped, naming the hook.
+
+    Attributes:
+        ledger: the store, with agentledger's async API: the repositories
+            ``sessions``, ``messages``, ``steps``, ``grants`` and ``checkpoints``
+            (awaitable methods, ``steps.iterate`` an async iterator), ``unit_of_work()``
+            (an async context manager yielding a unit of work with the same five
+            repositories; ``join=`` for the joined tests), ``run(fn, retries=)`` and
+            ``close()``. A sync store is given as ``SyncAdapter(ledger)``.
+        mode: ``"async"`` (concurrent workers are tasks) or ``"sync"`` (threads).
+        backend: the store's name, shown in messages.
+        reopen: ``reopen()`` opens a second, independent ledger on the same stored
+            data, as a new process would (an async context manager yielding it,
+            async-shaped like ``ledger``). Used by ``GrantContract``.
+        configured: ``configured(clock=None, limits=None)`` opens a second ledger on
+            the same stored data with agentledger's ``clock`` option (a callable
+            returning an aware datetime: the ledger's "now") and ``limits`` option (an
+            ``agentledger.Limits``). Used by ``CheckpointExpiryContract`` and the
+            checkpoint size-limit test.
+        caller_transaction: ``caller_transaction(orm=False)`` opens a host
+            application's own transaction (``orm=True``: an ORM session) and yields a
+            ``CallerTransaction``, rolled back at the end unless committed. Used by the
+            ``UnitOfWorkContract`` tests of ``unit_of_work(join=...)``;
+            ``sqlalchemy_caller_transaction(ledger)`` makes it for a ledger whose
+            ``engine`` is a SQLAlchemy Engine or AsyncEngine.
+    """
+
+    ledger: Any
+    mode: str
+    backend: str
+    reopen: LedgerOpener | None = None
+    configured: LedgerOpener | None = None
+    caller_transaction: CallerOpener | None = None
+
+    def require(self, hook: Hook) -> Any:
+        """The hook named ``hook``; without it, skip the calling test saying so."""
+        found = getattr(self, hook)
+        if found is None:
+            pytest.skip(
+                f"{self.backend}: the harness has no `{hook}` hook ({_USED_BY[hook]}); "
+                "give Harness one to run this test"
+            )
+        return found
+
+    async def concurrently(self, count: int, worker: Callable[[int], Awaitable[T]]) -> list[T]:
+        """Run ``worker(0..count-1)`` at once: tasks (async API) or threads (sync API)."""
+        if self.mode == "async":
+            return list(await asyncio.gather(*(worker(index) for index in range(count))))
+
+        def in_thread(index: int) -> T:
+            return drive(worker(index))  # type: ignore[arg-type]
+
+        with ThreadPoolExecutor(max_workers=count) as pool:
+            return list(pool.map(in_thread, range(count)))
+
+    def barrier(self, parties: int) -> Barrier:
+        """A barrier for ``parties`` workers of ``concurrently``."""
+        return Barrier(parties, self.mode)
+
+
+def sqlalchemy_caller_transaction(ledger: Any) -> CallerOpener:
+    """The ``caller_transaction`` hook for a ledger whose ``engine`` attribute is a
+    SQLAlchemy Engine or AsyncEngine (agentledger's ``Ledger`` and ``AsyncLedger``): a
+    connection (or, with ``orm``, an ORM session) of that engine in a transaction."""
+
+    @asynccontextmanager
+    async def opened(*, orm: bool = False) -> AsyncIterator[CallerTransaction]:
+        engine = ledger.engine
+        if isinstance(engine, AsyncEngine):
+            if orm:
+                async with AsyncSession(engine) as session, session.begin():
+                    yield _Caller(session, session)
+                    await session.rollback()
+                return
+            async with engine.connect() as connection:
+                await connection.begin()
+                yield _Caller(connection, connection)
+                await connection.rollback()
+            return
+        with _sync_caller(engine, orm) as caller:
+            yield _Caller(caller, caller)
+
+    return opened
+
+
+@dataclass
+class _Caller:
+    """A ``CallerTransaction`` on a SQLAlchemy connection or ORM session."""
 
     join: Any
     _connection: Connection | AsyncConnection | Session | AsyncSession
@@ -116,77 +251,6 @@ class CallerTransaction:
         result = self._connection.rollback()
         if inspect.isawaitable(result):
             await result
-
-
-@dataclass
-class Harness:
-    """What a contract test gets: the ledger (async-shaped) and how to drive it.
-
-    Attributes:
-        ledger: an AsyncLedger, or a Ledger behind SyncAdapter.
-        mode: ``"async"`` or ``"sync"``.
-        backend: the backend's name, for messages.
-        process_url: a sync URL separate processes can open, when the backend allows it.
-    """
-
-    ledger: Any
-    mode: str
-    backend: str
-    process_url: str | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
-
-    async def concurrently(self, count: int, worker: Callable[[int], Awaitable[T]]) -> list[T]:
-        """Run ``worker(0..count-1)`` at once: tasks (async API) or threads (sync API)."""
-        if self.mode == "async":
-            return list(await asyncio.gather(*(worker(index) for index in range(count))))
-
-        def in_thread(index: int) -> T:
-            return drive(worker(index))  # type: ignore[arg-type]
-
-        with ThreadPoolExecutor(max_workers=count) as pool:
-            return list(pool.map(in_thread, range(count)))
-
-    def barrier(self, parties: int) -> Barrier:
-        """A barrier for ``parties`` workers of ``concurrently``."""
-        return Barrier(parties, self.mode)
-
-    @asynccontextmanager
-    async def caller_transaction(self, *, orm: bool = False) -> AsyncIterator[CallerTransaction]:
-        """A connection (or, with ``orm``, an ORM session) of the ledger's engine in a
-        transaction of its own, as a host application holds it; rolled back at the end
-        unless committed."""
-        engine = self.ledger.engine
-        if isinstance(engine, AsyncEngine):
-            if orm:
-                async with AsyncSession(engine) as session, session.begin():
-                    yield CallerTransaction(session, session)
-                    await session.rollback()
-                return
-            async with engine.connect() as connection:
-                await connection.begin()
-                yield CallerTransaction(connection, connection)
-                await connection.rollback()
-            return
-        with _sync_caller(engine, orm) as caller:
-            yield CallerTransaction(caller, caller)
-
-
-@contextmanager
-def statements_during(harness: Harness) -> Iterator[list[str]]:
-    """The SQL statements the ledger's engine sends inside the block (BEGIN, COMMIT and
-    ROLLBACK emitted by the driver itself are not statements and do not show)."""
-    engine = harness.ledger.engine
-    sync_engine = engine.sync_engine if isinstance(engine, AsyncEngine) else engine
-    seen: list[str] = []
-
-    def record(*args: Any) -> None:
-        seen.append(args[2])
-
-    event.listen(sync_engine, "before_cursor_execute", record)
-    try:
-        yield seen
-    finally:
-        event.remove(sync_engine, "before_cursor_execute", record)
 
 
 @contextmanager

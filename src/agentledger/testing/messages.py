@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from ..errors import ConflictError, NotFoundError, ValidationError
-from ..records import NewMessage
-from .harness import Harness, statements_during
+from agentledger import ConflictError, NewMessage, NotFoundError, ValidationError
+
+from .harness import Harness
 
 CONTENTS: list[Any] = [
     "plain text",
@@ -20,6 +20,7 @@ CONTENTS: list[Any] = [
 
 
 def user(text: str) -> NewMessage:
+    """A user message with ``text`` as its content."""
     return NewMessage(role="user", content=text)
 
 
@@ -215,22 +216,6 @@ class MessageContract:
         stored = await harness.ledger.sessions.get("together")
         assert (stored.revision, stored.state, stored.message_count) == (3, {"asked": 1}, 1)
 
-    async def test_appending_costs_the_same_statements_at_10_and_10000_messages(
-        self, harness: Harness
-    ) -> None:
-        async def statements_for_one_append(id: str, existing: int) -> int:
-            record = await harness.ledger.sessions.create(id)
-            for start in range(0, existing, 2000):
-                batch = [user(f"m{i}") for i in range(start, min(existing, start + 2000))]
-                record = await harness.ledger.messages.append(record, batch)
-            with statements_during(harness) as seen:
-                await harness.ledger.messages.append(record, user("one more"))
-            return len([s for s in seen if not s.upper().startswith(("BEGIN", "COMMIT"))])
-
-        small = await statements_for_one_append("small", 10)
-        large = await statements_for_one_append("large", 10_000)
-        assert small == large <= 3
-
 
 class MessageConcurrencyContract:
     """Concurrent appenders of one conversation."""
@@ -292,3 +277,6 @@ class MessageConcurrencyContract:
         await harness.concurrently(writers, writer)
         messages = await harness.ledger.messages.all("blind-busy")
         assert [m.seq for m in messages] == list(range(1, writers * rounds + 1))
+
+
+__all__ = ["MessageConcurrencyContract", "MessageContract"]

@@ -7,12 +7,13 @@ from typing import Any
 
 import pytest
 
-from ..errors import NotFoundError, ValidationError
-from ..records import NewStep, RunSummary, TokenUsage
-from .harness import Harness, statements_during
+from agentledger import NewStep, NotFoundError, RunSummary, TokenUsage, ValidationError
+
+from .harness import Harness
 
 
 def model_step(index: int, *, tokens: int = 10, model: str = "m1", **fields: Any) -> NewStep:
+    """A model call at ``step_index`` using ``tokens`` input and half as many output tokens."""
     usage = TokenUsage(
         input_tokens=tokens, output_tokens=tokens // 2, total_tokens=tokens + tokens // 2
     )
@@ -126,33 +127,15 @@ class StepContract:
         seen = [step.seq async for step in harness.ledger.steps.iterate("stream", batch=7)]
         assert seen == list(range(1, 26))
 
-    async def test_iterate_reads_in_short_transactions_of_batch_steps(
-        self, harness: Harness
-    ) -> None:
-        await harness.ledger.sessions.create("batched")
-        await harness.ledger.steps.append("batched", [model_step(i) for i in range(10)])
-        with statements_during(harness) as statements:
-            assert len([s async for s in harness.ledger.steps.iterate("batched", batch=4)]) == 10
-        selects = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
-        assert len(selects) == 3
-
     async def test_reading_steps_of_an_unknown_session_is_not_found(self, harness: Harness) -> None:
         with pytest.raises(NotFoundError):
             await harness.ledger.steps.last("nobody", 5)
         with pytest.raises(NotFoundError):
             await harness.ledger.steps.count("nobody")
 
-    async def test_a_batch_is_one_insert(self, harness: Harness) -> None:
-        await harness.ledger.sessions.create("bulk")
-        with statements_during(harness) as statements:
-            await harness.ledger.steps.append("bulk", [model_step(i) for i in range(100)])
-        inserts = [s for s in statements if s.lstrip().upper().startswith("INSERT")]
-        assert len(inserts) == 1
-        assert await harness.ledger.steps.count("bulk") == 100
-
 
 class UsageContract:
-    """Token totals computed in SQL."""
+    """Token totals over the steps a filter selects."""
 
     async def _seed(self, harness: Harness) -> datetime:
         start = datetime(2026, 3, 1, tzinfo=UTC)

@@ -1,4 +1,5 @@
-"""Rows in portable form: what export, import and copy read, check, compare and write.
+"""Rows in portable form: what export, import and copy read, check, compare and write
+(through ``RowRepository``).
 
 A portable row is a dict of column name to Python value: JSON columns decoded, times
 aware UTC datetimes. Every table is described once (``TableSpec``), derived from the
@@ -25,18 +26,18 @@ from sqlalchemy import (
     Integer,
     Row,
     Table,
-    and_,
-    or_,
     select,
 )
 from sqlalchemy.sql import Select
 
-from ._json import Limits, check_json, decode_json
-from .errors import InvalidIdError, ValidationError
-from .ids import validate_id
-from .models import AgentCheckpoint, AgentGrant, AgentMessage, AgentSession, AgentStep
-from .models.types import UTCDateTime, json_text
-from .repositories.grants import capability_hash
+from .._checks import after_keyset
+from .._json import Limits, check_json, decode_json
+from ..clock import format_time
+from ..errors import InvalidIdError, ValidationError
+from ..ids import validate_id
+from ..models import AgentCheckpoint, AgentGrant, AgentMessage, AgentSession, AgentStep
+from ..models.types import UTCDateTime, json_text
+from .grants import capability_hash
 
 _INT32 = 2**31
 _INT64 = 2**63
@@ -79,14 +80,8 @@ class TableSpec:
         return [self.table.c[name] for name in self.order]
 
     def after(self, position: Sequence[Any]) -> ColumnElement[bool]:
-        """Rows after ``position`` in keyset order, spelled out (every dialect uses the
-        index for ``a > x OR (a = x AND b > y)``; row-value comparisons vary)."""
-        columns = self.ordering()
-        if len(columns) == 1:
-            after: ColumnElement[bool] = columns[0] > position[0]
-            return after
-        first, second = columns
-        return or_(first > position[0], and_(first == position[0], second > position[1]))
+        """Rows after ``position`` in keyset order."""
+        return after_keyset(self.ordering(), position)
 
     def key_of(self, row: dict[str, Any]) -> tuple[Any, ...]:
         """The natural key of a portable row."""
@@ -183,11 +178,6 @@ def to_file(spec: TableSpec, row: dict[str, Any]) -> dict[str, Any]:
         value = row[column.name]
         result[column.name] = format_time(value) if isinstance(value, datetime) else value
     return result
-
-
-def format_time(value: datetime) -> str:
-    """An aware datetime as ISO 8601 UTC with microseconds: ``2026-01-02T03:04:05.000006Z``."""
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def parse_time(value: object, *, where: str) -> datetime:

@@ -1,0 +1,69 @@
+"""Where a migration command runs: a URL, an Engine or a Connection, and how its errors read."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TypeAlias
+
+from alembic.util import CommandError
+from sqlalchemy import Connection, Engine
+from sqlalchemy.engine import URL
+from sqlalchemy.pool import NullPool
+
+from .._translate import translated
+from ..engine import create_sync_engine, resolve_url
+from ..errors import ValidationError
+
+Target: TypeAlias = "str | URL | Engine | Connection"
+"""Where to migrate: a URL, an Engine (connected and released here) or a Connection
+(used as it is; its transaction, if any, stays the caller's)."""
+
+
+def url_of(target: Target) -> str | URL:
+    """The URL ``target`` names or is connected to, as the caller gave it."""
+    if isinstance(target, Connection):
+        return target.engine.url
+    if isinstance(target, Engine):
+        return target.url
+    return target
+
+
+@contextmanager
+def reported(target: Target) -> Iterator[None]:
+    """Raise errors inside the block as agentledger's own.
+
+    Database and OS errors go through the one translator (``_translate``), which masks
+    the password of ``target``'s URL. Alembic's CommandError is a revision it cannot
+    find or a range it refuses: the caller's input, so a ValidationError.
+    """
+    with translated(resolve_url(url_of(target), asynchronous=False)):
+        try:
+            yield
+        except CommandError as exc:
+            raise ValidationError(str(exc), path="revision") from exc
+
+
+@contextmanager
+def connected(target: Target) -> Iterator[Connection]:
+    """A connection to ``target`` for the block, its errors ``reported``.
+
+    A URL gets an engine of its own, disposed after; an Engine lends a connection; a
+    Connection is used as it is. What the block leaves open is committed, except on a
+    Connection, whose transaction is the caller's.
+    """
+    with reported(target):
+        if isinstance(target, Connection):
+            yield target
+            return
+        engine = (
+            target if isinstance(target, Engine) else create_sync_engine(target, poolclass=NullPool)
+        )
+        try:
+            with engine.connect() as connection:
+                yield connection
+                if connection.in_transaction():
+                    connection.commit()
+        finally:
+            if engine is not target:
+                engine.dispose()

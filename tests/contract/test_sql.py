@@ -1,0 +1,235 @@
+"""agentledger's own SQL, which the contract suite cannot see from the public API:
+nothing is sent before validation, statement counts stay flat, no row is left behind,
+and the latest-checkpoint query uses its index on PostgreSQL.
+
+These tests reach the ledger's engine, so they live here rather than in
+``agentledger.testing``; they take the contract's ``harness`` fixture and so run on
+every backend x mode.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from sqlalchemy import Connection, func, insert, select, update
+
+from agentledger import (
+    AgentCheckpoint,
+    AgentSession,
+    InvalidIdError,
+    Limits,
+    NewMessage,
+    NewStep,
+    ValidationError,
+    metadata,
+)
+from agentledger.ids import new_id
+from agentledger.testing import Harness
+from agentledger.testing.checkpoints import (
+    EMPTY,
+    GARBAGE_REF_IDS,
+    GARBAGE_REFS,
+    HOUR,
+    SettableClock,
+    json_size,
+    refuse_as_invalid_ids,
+    sized,
+    state,
+)
+from agentledger.testing.sessions import BAD_IDS
+
+from ._sql import on_engine, starting, statements_during, work
+
+
+async def _warmed(harness: Harness) -> None:
+    """Make the ledger ready (an in-memory store migrates on first use), so that what
+    follows is the operation's own SQL."""
+    await harness.ledger.sessions.exists("warm-up")
+
+
+@pytest.mark.parametrize("bad", BAD_IDS, ids=repr)
+async def test_an_invalid_session_id_is_refused_before_any_sql(harness: Harness, bad: str) -> None:
+    await _warmed(harness)
+    with statements_during(harness) as statements:
+        with pytest.raises(InvalidIdError):
+            await harness.ledger.sessions.create(bad)
+        with pytest.raises(InvalidIdError):
+            await harness.ledger.sessions.get(bad)
+    assert work(statements) == []
+
+
+@pytest.mark.parametrize("garbage", GARBAGE_REFS, ids=GARBAGE_REF_IDS)
+async def test_a_garbage_checkpoint_ref_is_refused_before_any_sql(
+    harness: Harness, garbage: Any
+) -> None:
+    await harness.ledger.sessions.create("run")
+    with statements_during(harness) as statements:
+        await refuse_as_invalid_ids(harness.ledger, "run", garbage)
+    assert work(statements) == []
+
+
+async def test_a_checkpoint_over_the_size_limit_is_refused_before_any_sql(
+    harness: Harness,
+) -> None:
+    limit = 2000
+    async with harness.require("configured")(limits=Limits(max_checkpoint_bytes=limit)) as ledger:
+        await ledger.sessions.create("run")
+        with statements_during(harness) as statements, pytest.raises(ValidationError):
+            await ledger.checkpoints.save("run", sized(limit + 1))
+    assert work(statements) == []
+
+
+async def test_a_listing_page_is_one_select_whatever_its_size(harness: Harness) -> None:
+    for index in range(30):
+        await harness.ledger.sessions.create(f"s-{index}", user_id="s")
+    for limit in (1, 10, 30):
+        with statements_during(harness) as statements:
+            await harness.ledger.sessions.list(limit=limit, user_id="s")
+        assert len(starting(statements, "SELECT")) == 1
+
+
+async def test_appending_a_message_costs_the_same_statements_at_10_and_10000_messages(
+    harness: Harness,
+) -> None:
+    async def statements_for_one_append(id: str, existing: int) -> int:
+        record = await harness.ledger.sessions.create(id)
+        for start in range(0, existing, 2000):
+            batch = [
+                NewMessage(role="user", content=f"m{i}")
+                for i in range(start, min(existing, start + 2000))
+            ]
+            record = await harness.ledger.messages.append(record, batch)
+        with statements_during(harness) as seen:
+            await harness.ledger.messages.append(record, NewMessage(role="user", content="more"))
+        return len(seen) - len(starting(seen, "BEGIN", "COMMIT"))
+
+    small = await statements_for_one_append("small", 10)
+    large = await statements_for_one_append("large", 10_000)
+    assert small == large <= 3
+
+
+async def test_iterate_reads_steps_in_one_select_per_batch(harness: Harness) -> None:
+    await harness.ledger.sessions.create("batched")
+    await harness.ledger.steps.append("batched", [NewStep(step_index=i) for i in range(10)])
+    with statements_during(harness) as statements:
+        assert len([s async for s in harness.ledger.steps.iterate("batched", batch=4)]) == 10
+    assert len(starting(statements, "SELECT")) == 3
+
+
+async def test_a_batch_of_steps_is_one_insert(harness: Harness) -> None:
+    await harness.ledger.sessions.create("bulk")
+    with statements_during(harness) as statements:
+        await harness.ledger.steps.append("bulk", [NewStep(step_index=i) for i in range(100)])
+    assert len(starting(statements, "INSERT")) == 1
+    assert await harness.ledger.steps.count("bulk") == 100
+
+
+async def test_purge_expired_deletes_in_batches_of_the_given_size(harness: Harness) -> None:
+    clock = SettableClock()
+    async with harness.require("configured")(clock=clock) as ledger:
+        await ledger.sessions.create("run")
+        for i in range(7):
+            await ledger.checkpoints.save("run", state(i), ttl=HOUR)
+        await ledger.checkpoints.save("run", state("kept"))
+        clock.advance(2 * HOUR)
+        with statements_during(harness) as statements:
+            assert await ledger.checkpoints.purge_expired(batch=3) == 7
+    assert len(starting(statements, "DELETE")) == 3
+
+
+async def test_latest_checkpoint_is_one_statement_with_2000_checkpoints_as_with_one(
+    harness: Harness,
+) -> None:
+    newest = await _session_with_2000_checkpoints(harness, "many")
+    await harness.ledger.sessions.create("one")
+    await harness.ledger.checkpoints.save("one", state(1))
+    counts = []
+    for id in ("one", "many"):
+        with statements_during(harness) as statements:
+            latest = await harness.ledger.checkpoints.latest(id)
+        assert latest is not None
+        counts.append(len(work(statements)))
+    assert counts == [1, 1]
+    assert latest == newest
+
+
+async def test_latest_checkpoint_reads_the_seq_index_on_postgresql(harness: Harness) -> None:
+    if harness.ledger.engine.dialect.name != "postgresql":
+        pytest.skip("the plan is checked only on PostgreSQL (EXPLAIN differs by dialect)")
+    await _session_with_2000_checkpoints(harness, "many")
+    with statements_during(harness) as statements:
+        await harness.ledger.checkpoints.latest("many")
+    ((sql, parameters),) = work(statements)
+
+    def explain(connection: Connection) -> str:
+        connection.exec_driver_sql("ANALYZE agentledger_checkpoints")
+        rows = connection.exec_driver_sql("EXPLAIN " + sql, parameters).all()
+        return "\n".join(str(row[0]) for row in rows)
+
+    plan = await on_engine(harness, explain)
+    assert "uq_agentledger_checkpoints_session_id_seq" in plan, plan
+    assert "Seq Scan" not in plan and "Sort" not in plan, plan
+
+
+async def test_delete_removes_the_session_and_its_rows_in_every_table(harness: Harness) -> None:
+    await harness.ledger.sessions.create("doomed")
+    await harness.ledger.sessions.create("kept")
+    for id in ("doomed", "kept"):
+        await harness.ledger.messages.append(id, NewMessage(role="user", content="hi"))
+        await harness.ledger.steps.append(id, NewStep(kind="model"))
+        await harness.ledger.grants.grant(id, "tool:x")
+        await harness.ledger.checkpoints.save(id, EMPTY)
+    await harness.ledger.sessions.delete("doomed")
+    assert await on_engine(harness, lambda c: _rows_of(c, "doomed")) == dict.fromkeys(_TABLES, 0)
+    assert await on_engine(harness, lambda c: _rows_of(c, "kept")) == dict.fromkeys(_TABLES, 1)
+
+
+_TABLES = [table.name for table in metadata.sorted_tables]
+
+
+def _rows_of(connection: Connection, id: str) -> dict[str, int]:
+    """How many rows of session ``id`` each of agentledger's tables holds."""
+    counts = {}
+    for table in metadata.sorted_tables:
+        key = table.c.session_id if "session_id" in table.c else table.c.id
+        counts[table.name] = connection.scalar(
+            select(func.count()).select_from(table).where(key == id)
+        )
+    return counts
+
+
+async def _session_with_2000_checkpoints(harness: Harness, id: str) -> Any:
+    """A session ``id`` whose 1999 oldest checkpoints are written straight into the
+    table (2000 saves would be slow), then one saved: the newest, returned."""
+    await harness.ledger.sessions.create(id)
+    now = datetime.now(UTC)
+    refs = [new_id(now) for _ in range(1999)]
+    rows = [
+        {
+            "ref": ref,
+            "session_id": id,
+            "seq": seq,
+            "parent_ref": refs[seq - 2] if seq > 1 else None,
+            "created_at": now,
+            "expires_at": None,
+            "size": json_size(state("bulk")),
+            "payload": state("bulk").model_dump(),
+        }
+        for seq, ref in enumerate(refs, start=1)
+    ]
+    pointer = (
+        update(AgentSession)
+        .where(AgentSession.id == id)
+        .values(checkpoint_seq=len(refs), latest_checkpoint_ref=refs[-1])
+    )
+
+    def write(connection: Connection) -> None:
+        connection.execute(insert(AgentCheckpoint), rows)
+        connection.execute(pointer)
+
+    await on_engine(harness, write)
+    newest = await harness.ledger.checkpoints.save(id, state("newest"))
+    assert newest.seq == 2000
+    return newest
