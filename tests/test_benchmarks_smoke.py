@@ -7,15 +7,13 @@ database it ran on, count statements, and lose no update among concurrent writer
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from sqlalchemy.engine import make_url
 
-from .backends import MYSQL_ENV, POSTGRES_ENV
+from .databases import server_url
 
 ROOT = Path(__file__).resolve().parents[1]
 OPERATIONS = {
@@ -35,24 +33,21 @@ OPERATIONS = {
 }
 
 
-def _bench_url(env: str) -> str | None:
+def _bench_url(dialect: str) -> str | None:
     """The benchmark's own database beside the test database (it drops and recreates it)."""
-    raw = os.environ.get(env)
-    if not raw:
+    url = server_url(dialect)
+    if url is None:
         return None
-    url = make_url(raw)
-    return url.set(database=f"{url.database}_bench").render_as_string(hide_password=False)
+    url = url.set(drivername=url.get_backend_name(), database=f"{url.database}_bench")
+    return url.render_as_string(hide_password=False)
 
 
 @pytest.mark.slow
 def test_the_quick_benchmark_runs_on_every_configured_database(tmp_path: Path) -> None:
     databases = ["sqlite"]
     command = [sys.executable, "-m", "benchmarks", "--quick", "--out", str(tmp_path)]
-    for name, env, flag in (
-        ("postgresql", POSTGRES_ENV, "--postgres-url"),
-        ("mysql", MYSQL_ENV, "--mysql-url"),
-    ):
-        url = _bench_url(env)
+    for name, flag in (("postgresql", "--postgres-url"), ("mysql", "--mysql-url")):
+        url = _bench_url(name)
         if url is not None:
             databases.append(name)
             command += [flag, url]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,7 @@ def test_a_bad_or_unsupported_url_is_a_validation_error(url: str) -> None:
 
 
 def test_a_missing_driver_says_which_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pg8000", None)  # as if it were not installed
     with pytest.raises(DatabaseError) as raised:
         Ledger("postgresql+pg8000://u@h/db")
     assert "pip install" in str(raised.value)

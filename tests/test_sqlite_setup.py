@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +10,7 @@ import pytest
 from sqlalchemy import event
 
 from agentledger import AsyncLedger, Ledger, migrations
+from agentledger.engine import create_sync_engine
 
 pytestmark = pytest.mark.sqlite
 
@@ -32,6 +34,29 @@ def test_connections_use_wal_foreign_keys_and_a_busy_timeout(url: str) -> None:
         assert pragma("PRAGMA journal_mode").scalar() == "wal"
         assert pragma("PRAGMA foreign_keys").scalar() == 1
         assert pragma("PRAGMA busy_timeout").scalar() == 15000
+
+
+def test_a_connection_opened_while_another_writes_without_wal_still_opens(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "rollback-journal.db"
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("CREATE TABLE t (x INTEGER)")
+    writer.execute("BEGIN IMMEDIATE")  # SQLite then refuses a WAL switch without waiting
+    writer.execute("INSERT INTO t VALUES (1)")
+    engine = create_sync_engine(f"sqlite:///{path}")
+    try:
+        with engine.connect() as connection:
+            assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "delete"
+        writer.execute("COMMIT")
+        engine.dispose()
+
+        with engine.connect() as connection:
+            assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+            assert connection.exec_driver_sql("SELECT x FROM t").scalar() == 1
+    finally:
+        engine.dispose()
+        writer.close()
 
 
 def test_a_unit_of_work_begins_immediate_and_a_read_begins_deferred(url: str) -> None:

@@ -8,6 +8,7 @@ and ``connection_invalidated``, never by class alone and never by message text.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -49,12 +50,20 @@ def mask(url: str | URL) -> str:
 
 
 def sqlstate(error: BaseException) -> str | None:
-    """The SQLSTATE of a driver error (PostgreSQL drivers), if it has one."""
+    """The SQLSTATE of a driver error (PostgreSQL drivers), if it has one.
+
+    psycopg and asyncpg (the cause under SQLAlchemy's adapter) name it ``sqlstate``,
+    psycopg2 ``pgcode``; pg8000 passes the server's error fields as a dict in
+    ``args[0]``, where ``C`` is the SQLSTATE (the protocol's field code).
+    """
     orig = getattr(error, "orig", error)
     for candidate in (orig, getattr(orig, "__cause__", None)):
         code = getattr(candidate, "sqlstate", None) or getattr(candidate, "pgcode", None)
         if isinstance(code, str):
             return code
+        fields = getattr(candidate, "args", ())
+        if fields and isinstance(fields[0], dict) and isinstance(fields[0].get("C"), str):
+            return str(fields[0]["C"])
     return None
 
 
@@ -185,6 +194,17 @@ def missing_driver_as(error: Callable[[Exception], AgentLedgerError]) -> Iterato
         yield
     except (ModuleNotFoundError, sa_exc.NoSuchModuleError) as failure:
         raise error(failure) from None
+
+
+@contextmanager
+def sqlite_busy_ignored() -> Iterator[None]:
+    """Inside the block, SQLite refusing with SQLITE_BUSY is dropped: for a statement on a
+    driver connection whose effect another connection brings about anyway."""
+    try:
+        yield
+    except sqlite3.Error as error:
+        if sqlite_name(error) != "SQLITE_BUSY":
+            raise
 
 
 def is_stale_write(error: BaseException) -> bool:

@@ -32,7 +32,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry, PoolResetState
 
-from ._translate import handled, is_bad_url, missing_driver_as
+from ._translate import handled, is_bad_url, missing_driver_as, sqlite_busy_ignored
 from ._translate import mask as mask
 from .errors import DatabaseError, SchemaError, ValidationError
 
@@ -279,7 +279,12 @@ def _on_sqlite_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> N
         cursor.execute("PRAGMA journal_mode")
         mode = str(cursor.fetchone()[0]).lower()
         if mode not in ("wal", "memory"):
-            cursor.execute("PRAGMA journal_mode = WAL")
+            # SQLite refuses the switch at once, busy timeout or not, while another
+            # connection writes or switches too (connections racing on a new file). The
+            # file becomes WAL through that one or the next to connect; meanwhile this one
+            # works in the current mode, its writes waiting on the busy timeout as usual.
+            with sqlite_busy_ignored():
+                cursor.execute("PRAGMA journal_mode = WAL")
         cursor.execute("PRAGMA synchronous = FULL")
     finally:
         cursor.close()

@@ -34,6 +34,7 @@ def _params() -> list[Any]:
     return [
         pytest.param((backend, mode), id=f"{backend.name}-{mode}", marks=_MARKS[backend.dialect])
         for backend in BACKENDS
+        if backend.contract
         for mode in backend.modes
     ]
 

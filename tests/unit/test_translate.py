@@ -28,6 +28,11 @@ class FakePgError(Exception):
         self.sqlstate = sqlstate
 
 
+def pg8000_error(sqlstate: str) -> Exception:
+    """An error as pg8000 raises it: the server's error fields in args[0], by code."""
+    return Exception({"S": "ERROR", "V": "ERROR", "C": sqlstate, "M": "boom"})
+
+
 def wrapped(
     orig: Exception,
     cls: type[sa_exc.DBAPIError] = sa_exc.OperationalError,
@@ -52,6 +57,9 @@ def sqlite_error(name: str) -> sqlite3.Error:
         (wrapped(FakePgError("57P01")), DatabaseUnavailableError),
         (wrapped(FakePgError("08006")), DatabaseUnavailableError),
         (wrapped(FakePgError("22P02"), sa_exc.DataError), DatabaseError),
+        (wrapped(pg8000_error("40001")), ConflictError),
+        (wrapped(pg8000_error("55P03")), DatabaseLockedError),
+        (wrapped(pg8000_error("57P01")), DatabaseUnavailableError),
         (wrapped(Exception(1213, "Deadlock")), ConflictError),
         (wrapped(Exception(1205, "Lock wait")), DatabaseLockedError),
         (wrapped(Exception(1142, "denied")), PermissionDeniedError),
@@ -92,6 +100,7 @@ def test_our_own_error_inside_a_statement_error_comes_out_unwrapped() -> None:
     "error",
     [
         wrapped(FakePgError("23505"), sa_exc.IntegrityError),
+        wrapped(pg8000_error("23505"), sa_exc.IntegrityError),
         wrapped(Exception(1062, "Duplicate"), sa_exc.IntegrityError),
         wrapped(sqlite_error("SQLITE_CONSTRAINT_PRIMARYKEY"), sa_exc.IntegrityError),
         wrapped(sqlite_error("SQLITE_CONSTRAINT_UNIQUE"), sa_exc.IntegrityError),
