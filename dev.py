@@ -11,8 +11,10 @@
                                      if named (CI: drivers, every other driver)
 
 Every command first makes sure .venv exists and holds the project installed with
-``-e .[postgres,mysql,dev,test]`` and WITHOUT_DEPENDENCIES (``bench`` adds the
-``bench`` extra: matplotlib; ``setup drivers`` every other database driver). It
+``-e .[postgres,mysql,dev,test,langgraph,openai-agents,adk,ui]`` (the frameworks of
+agentledger.integrations and the viewer too, so their tests run) and
+WITHOUT_DEPENDENCIES (``bench`` adds the ``bench`` extra: matplotlib; ``setup drivers``
+every other database driver). It
 reinstalls when pyproject.toml changes (a hash of it is kept in .venv) and recreates
 .venv when it is broken or from another Python.
 Standard library only: this file runs before anything is installed.
@@ -32,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 STAMP = VENV / "agentledger-setup.json"
-EXTRAS = "postgres,mysql,dev,test"
+EXTRAS = "postgres,mysql,dev,test,langgraph,openai-agents,adk,ui"
 WITHOUT_DEPENDENCIES = ("sqlalchemy-cockroachdb>=2.0.4",)
 """Test packages installed with --no-deps: sqlalchemy-cockroachdb pins SQLAlchemy<2.1,
 which would hold the whole .venv back on 2.0, while agentledger is developed and tested

@@ -137,7 +137,7 @@ async def ledger(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
 async def test_the_smoke_scenario_runs_through_the_driver(ledger: Any) -> None:
     session = await ledger.sessions.create("smoke", state={"turns": 0})
     appended = await ledger.messages.append(session, NewMessage(role="user", content="hi"))
-    assert appended.revision == session.revision + 1
+    assert appended.session.revision == session.revision + 1
 
     with pytest.raises(ConflictError) as stale:
         await ledger.messages.append(session, NewMessage(role="user", content="late"))
