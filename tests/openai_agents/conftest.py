@@ -6,13 +6,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy.engine import URL, make_url
 
 from agentledger import AsyncLedger
 
-from ..backends import BACKENDS, Backend
+from ..backends import BACKENDS, Backend, by_name
 from ..databases import empty_tables, migrated, server_url_or_skip
 
 _MARKS = {
@@ -23,6 +24,7 @@ _MARKS = {
 _migrated: dict[str, URL] = {}
 ASYNC_BACKENDS = [b for b in BACKENDS if b.contract and b.async_driver is not None]
 PROCESS_BACKENDS = [b for b in ASYNC_BACKENDS if b.multiprocess]
+DIALECT_BACKENDS = [by_name(n) for n in ("sqlite-file", "postgresql-asyncpg", "mariadb-aiomysql")]
 
 
 def backend_params(backends: list[Backend]) -> list[object]:
@@ -69,20 +71,37 @@ async def _store(
         empty_tables(base)
 
 
-@pytest.fixture(params=backend_params(ASYNC_BACKENDS))
-async def store(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[Store]:
-    """Every async backend: SQLite file and memory, PostgreSQL (asyncpg, psycopg),
-    MariaDB (aiomysql)."""
-    async for opened in _store(request.param, tmp_path_factory):
-        yield opened
+def _store_fixture(name: str, backends: list[Backend], doc: str) -> Any:
+    @pytest.fixture(name=name, params=backend_params(backends))
+    async def fixture(
+        request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    ) -> AsyncIterator[Store]:
+        async for opened in _store(request.param, tmp_path_factory):
+            yield opened
+
+    fixture.__doc__ = doc
+    return fixture
 
 
-@pytest.fixture(params=backend_params(PROCESS_BACKENDS))
-async def shared_store(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[Store]:
-    """Every async backend that other processes can open too (not an in-memory store)."""
-    async for opened in _store(request.param, tmp_path_factory):
-        yield opened
+store = _store_fixture(
+    "store",
+    ASYNC_BACKENDS,
+    "Every async backend: SQLite file and memory, PostgreSQL (asyncpg, psycopg), "
+    "MariaDB (aiomysql).",
+)
+shared_store = _store_fixture(
+    "shared_store",
+    PROCESS_BACKENDS,
+    "Every async backend other processes can open too (not in memory).",
+)
+dialect_store = _store_fixture(
+    "dialect_store",
+    DIALECT_BACKENDS,
+    "One backend per database other processes can open (slower tests).",
+)
+
+
+@pytest.fixture(autouse=True)
+def _no_trace_export(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDK's tracing would try to export to OpenAI: off in these tests."""
+    monkeypatch.setenv("OPENAI_AGENTS_DISABLE_TRACING", "1")

@@ -178,13 +178,18 @@ async def test_a_retried_batch_with_item_ids_stores_nothing_twice(store: Store) 
     assert await session.get_items() == batch
 
 
-async def test_an_item_id_stored_with_other_content_is_a_conflict(store: Store) -> None:
+async def test_an_item_id_seen_again_on_other_content_is_another_item(store: Store) -> None:
     session = LedgerSession("s", store.ledger)
     await session.add_items([reply("msg_1", "one")])
-    with pytest.raises(ConflictError) as caught:
-        await session.add_items([user("new"), reply("msg_1", "changed")])
-    assert caught.value.reason == "duplicate"
-    assert await session.get_items() == [reply("msg_1", "one")]
+    await session.add_items([user("new"), reply("msg_1", "reused id")])
+    expected = [reply("msg_1", "one"), user("new"), reply("msg_1", "reused id")]
+    assert await session.get_items() == expected
+
+
+async def test_a_repeated_item_in_one_batch_is_stored_each_time(store: Store) -> None:
+    session = LedgerSession("s", store.ledger)
+    await session.add_items([reply("msg_1", "one"), reply("msg_1", "one")])
+    assert await session.get_items() == [reply("msg_1", "one")] * 2
 
 
 async def test_items_without_ids_are_stored_each_time(store: Store) -> None:

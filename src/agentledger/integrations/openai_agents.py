@@ -7,16 +7,19 @@ whose content is the item, exactly as given. ``LedgerRunHooks`` records each mod
 call and tool call of a run as steps of the same session, with their token usage, and
 the run's end as ``finalize``.
 
-An item's own ``id`` (where it has one that names it alone) is its message's key;
-items without one get a key made for the call. ``add_items`` runs in ``ledger.run``,
-so a retry after a lost connection finds what the lost attempt stored and stores
-nothing twice; appends from any number of writers are serialised by the session's
-row lock, so none is lost and none waits on another's lock upgrade.
+An item's own ``id`` (where it has one that names it alone), with a digest of the
+item, is its message's key; items without one get a key made for the call.
+``add_items`` runs in ``ledger.run``, so a retry after a lost connection finds what
+the lost attempt stored and stores nothing twice; appends from any number of writers
+are serialised by the session's row lock, so none is lost and none waits on another's
+lock upgrade.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import re
 from collections.abc import Sequence
 from datetime import datetime
@@ -51,6 +54,8 @@ CLEAR_RETRIES = 10
 """How often ``clear_session`` re-reads and tries again when other writers keep
 changing the session (each try is one optimistic ``messages.replace``)."""
 _ROLE_LENGTH = 255
+_DIGEST_LENGTH = 16
+_ID_LENGTH = MAX_ROW_KEY_LENGTH - _DIGEST_LENGTH - 1
 
 
 class LedgerSession:
@@ -179,7 +184,6 @@ class LedgerSession:
         Raises:
             ValidationError: an item that is not a JSON object (a set, bytes or NaN in
                 it, say); nothing of the batch is stored.
-            ConflictError: ``duplicate``, an item's id already stored with other content.
         """
         batch = messages_of(items, call_key=new_id(system_clock()))
         if not batch:
@@ -294,8 +298,8 @@ class LedgerSession:
 
 def messages_of(items: object, *, call_key: str) -> list[NewMessage]:
     """The messages that store ``items``: each item as the content of one message, its
-    role the item's ``role`` (else its ``type``), its key the item's own ``id`` where
-    that names it alone, else ``call_key`` and the item's index."""
+    role the item's ``role`` (else its ``type``), its key the item's own ``id`` and a
+    digest of the item where it has an id, else ``call_key`` and the item's index."""
     if not isinstance(items, Sequence) or isinstance(items, str | bytes):
         raise ValidationError(
             f"items must be a list of items, got {type(items).__name__}", path="items"
@@ -308,7 +312,7 @@ def messages_of(items: object, *, call_key: str) -> list[NewMessage]:
                 f"items[{index}] is a {type(item).__name__}, not an item (a dict)",
                 path=f"items[{index}]",
             )
-        key = _own_key(item.get("id"))
+        key = _own_key(item)
         if key is None or key in seen:
             key = f"{call_key}.{index}"
         seen.add(key)
@@ -334,14 +338,19 @@ def item_of(message: Message) -> TResponseInputItem:
     return cast(TResponseInputItem, {"role": message.role, "content": message.content})
 
 
-def _own_key(value: object) -> str | None:
-    """An item's id as a key: a string that names one item (not the placeholder id the
-    SDK gives output of models without ids) and that every database stores exactly."""
+def _own_key(item: dict[str, Any]) -> str | None:
+    """An item's key from its own id: the id and a digest of the item, so that the same
+    item stored again is found, while another item under a reused id (some providers
+    reuse them) is stored rather than refused. None for an item without an id, with the
+    SDK's placeholder id, or with one no database stores exactly."""
+    value = item.get("id")
     if not isinstance(value, str) or value == FAKE_RESPONSES_ID:
         return None
-    if not 1 <= len(value) <= MAX_ROW_KEY_LENGTH or text_problem(value) is not None:
+    if not 1 <= len(value) <= _ID_LENGTH or text_problem(value) is not None:
         return None
-    return value
+    text = json.dumps(item, sort_keys=True, ensure_ascii=False, default=repr)
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:_DIGEST_LENGTH]
+    return f"{value}#{digest}"
 
 
 def _role_of(item: dict[str, Any]) -> str:
