@@ -65,3 +65,16 @@ def test_the_join_example_commits_or_rolls_back_both_rows(scratch_url: URL) -> N
     out = run_example("join_app_transaction.py", scratch_url)
     assert "orders (1): ['umbrella']" in out
     assert "agent messages: ['Ordered umbrella for you.']" in out
+
+
+def test_the_openai_agents_example_remembers_the_conversation_across_runs(
+    scratch_url: URL,
+) -> None:
+    first = run_example("openai_agents_session.py", scratch_url)
+    assert "session ada-lisbon-trip holds 0 items" in first
+    assert "< Good news: sunny, 24°C in Lisbon." in first
+    assert "now 6 items; 4 steps, 135 tokens" in first
+    second = run_example("openai_agents_session.py", scratch_url)
+    assert "session ada-lisbon-trip holds 6 items" in second
+    assert "< I have 11 items of our conversation in mind." in second
+    assert "now 12 items; 8 steps, 486 tokens" in second

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from agents.memory.session import Session, _session_accepts_wrapper
 from agents.memory.session_settings import SessionSettings
@@ -297,3 +299,20 @@ async def test_messages_written_without_the_sdk_read_as_message_items(store: Sto
     record = await store.ledger.sessions.create(external_key="s")
     await store.ledger.messages.append(record.id, {"role": "user", "content": "typed in"})
     assert await LedgerSession("s", store.ledger).get_items() == [user("typed in")]
+
+
+async def test_a_batch_run_again_after_its_commit_stores_nothing_twice(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What ``ledger.run`` does after a lost connection whose commit went through."""
+    once = store.ledger.run
+
+    async def committed_then_lost(fn: Any, *, retries: int = 3) -> Any:
+        await once(fn, retries=0)
+        return await once(fn, retries=retries)
+
+    monkeypatch.setattr(store.ledger, "run", committed_then_lost)
+    session = LedgerSession("s", store.ledger)
+    await session.add_items([user("no id"), user("no id"), reply("msg_1", "with id")])
+    monkeypatch.undo()
+    assert await session.get_items() == [user("no id"), user("no id"), reply("msg_1", "with id")]
