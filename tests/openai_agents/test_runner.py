@@ -17,7 +17,7 @@ from agents import Runner
 from agents.extensions.memory.encrypt_session import EncryptedSession
 from agents.memory import OpenAIResponsesCompactionSession
 
-from agentledger import ValidationError
+from agentledger import ConflictError, ValidationError
 from agentledger.integrations.openai_agents import LedgerRunHooks, LedgerSession
 
 from ._model import CACHED_TOKENS, INPUT_TOKENS, OUTPUT_TOKENS, ScriptedModel, agent
@@ -165,3 +165,26 @@ async def test_the_sdks_compaction_session_works_on_top(store: Store) -> None:
 async def test_the_hooks_take_a_ledger_session_only() -> None:
     with pytest.raises(ValidationError, match="LedgerSession"):
         LedgerRunHooks(object())  # type: ignore[arg-type]
+
+
+class _Interrupted(ScriptedModel):
+    """A model during whose call another writer adds an item to the session."""
+
+    def __init__(self, other: LedgerSession) -> None:
+        super().__init__()
+        self.other = other
+
+    async def get_response(self, *args: Any, **kw: Any) -> Any:
+        await self.other.add_items([{"role": "user", "content": "from another tab"}])
+        return await super().get_response(*args, **kw)
+
+
+async def test_a_run_on_history_changed_meanwhile_is_refused_when_asked(store: Store) -> None:
+    other = LedgerSession("chat", store.ledger)
+    await other.add_items([{"role": "user", "content": "hello"}])
+    session = LedgerSession("chat", store.ledger, unseen_items="refuse")
+    with pytest.raises(ConflictError) as caught:
+        await Runner.run(agent(_Interrupted(other)), "question", session=session)
+    assert caught.value.reason == "stale"
+    contents = [item["content"] for item in await other.get_items()]
+    assert contents == ["hello", "question", "from another tab"]

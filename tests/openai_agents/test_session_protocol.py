@@ -316,3 +316,33 @@ async def test_a_batch_run_again_after_its_commit_stores_nothing_twice(
     await session.add_items([user("no id"), user("no id"), reply("msg_1", "with id")])
     monkeypatch.undo()
     assert await session.get_items() == [user("no id"), user("no id"), reply("msg_1", "with id")]
+
+
+async def test_refusing_unseen_items_stores_nothing_on_history_not_read(store: Store) -> None:
+    mine = LedgerSession("s", store.ledger, unseen_items="refuse")
+    other = LedgerSession("s", store.ledger)
+    await mine.add_items([user("first")])
+    assert await mine.get_items() == [user("first")]
+    await other.add_items([user("meanwhile")])
+    with pytest.raises(ConflictError) as caught:
+        await mine.add_items([user("on stale history")])
+    assert caught.value.reason == "stale"
+    assert await other.get_items() == [user("first"), user("meanwhile")]
+    assert len(await mine.get_items()) == 2
+    await mine.add_items([user("after reading")])
+    assert (await other.get_items())[-1] == user("after reading")
+
+
+async def test_refusing_unseen_items_lets_a_session_follow_its_own_writes(store: Store) -> None:
+    mine = LedgerSession("s", store.ledger, unseen_items="refuse")
+    assert await mine.get_items() == []
+    await mine.add_items([user("one")])
+    await mine.add_items([user("two")])
+    assert await mine.pop_item() == user("two")
+    await mine.add_items([user("three")])
+    assert await mine.get_items() == [user("one"), user("three")]
+
+
+async def test_unseen_items_takes_append_or_refuse(store: Store) -> None:
+    with pytest.raises(ValidationError, match="unseen_items"):
+        LedgerSession("s", store.ledger, unseen_items="ignore")  # type: ignore[arg-type]

@@ -23,7 +23,7 @@ import json
 import re
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Final, cast
+from typing import Any, Final, Literal, cast, get_args
 
 from agents.items import ModelResponse, TResponseInputItem
 from agents.lifecycle import RunHooks
@@ -58,6 +58,21 @@ _DIGEST_LENGTH = 16
 _ID_LENGTH = MAX_ROW_KEY_LENGTH - _DIGEST_LENGTH - 1
 
 
+UnseenItems = Literal["append", "refuse"]
+"""What ``add_items`` does when other writers added items since this ``LedgerSession``
+last read (``get_items``) or wrote: ``"append"`` after them (what the SDK's sessions
+do), or ``"refuse"``: raise ``ConflictError`` (reason ``stale``) and store nothing, so
+a turn computed on history its writer had not seen is never stored."""
+
+
+class _Refused(Exception):
+    """Carries a refused append's ConflictError past ``ledger.run``, which would retry it."""
+
+    def __init__(self, error: ConflictError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 class LedgerSession:
     """An OpenAI Agents SDK ``Session`` stored by agentledger.
 
@@ -65,6 +80,9 @@ class LedgerSession:
     (the SDK's ``SQLAlchemySession(session_id, engine=...)`` shape; the engine is never
     disposed here) or a URL (``from_url``). The SDK's session id may be any text of 1 to
     1,024 characters; with ``app_name`` and ``user_id`` it is unique within that scope.
+
+    ``unseen_items="refuse"`` makes ``add_items`` refuse to store items on top of
+    history this session has not read (``UnseenItems``).
 
     Every method also takes the SDK's ``wrapper`` keyword (the run context), which
     changes nothing here.
@@ -81,7 +99,13 @@ class LedgerSession:
         session_settings: SessionSettings | dict[str, Any] | None = None,
         app_name: str | None = None,
         user_id: str | None = None,
+        unseen_items: UnseenItems = "append",
     ) -> None:
+        if unseen_items not in get_args(UnseenItems):
+            raise ValidationError(
+                f"unseen_items must be 'append' or 'refuse', got {unseen_items!r}",
+                path="unseen_items",
+            )
         if (ledger is None) == (engine is None):
             raise ValidationError("LedgerSession takes a ledger or an engine", path="ledger")
         if ledger is not None and not isinstance(ledger, AsyncLedger):
@@ -106,7 +130,11 @@ class LedgerSession:
         """The scope of the key: the agentledger session's user_id."""
         self._owns_ledger = ledger is None
         self._ledger = ledger if ledger is not None else AsyncLedger(engine=engine)
+        self.unseen_items: UnseenItems = unseen_items
+        """What ``add_items`` does about items other writers added since this session
+        last read or wrote: append after them, or refuse (see ``UnseenItems``)."""
         self._id: str | None = None
+        self._seen: SessionRecord | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
 
@@ -119,6 +147,7 @@ class LedgerSession:
         session_settings: SessionSettings | dict[str, Any] | None = None,
         app_name: str | None = None,
         user_id: str | None = None,
+        unseen_items: UnseenItems = "append",
     ) -> LedgerSession:
         """A session on a ledger of its own at ``url`` (closed by ``close()``). A plain
         ``postgresql://``, ``mysql://`` or ``sqlite:///`` URL picks the async driver."""
@@ -128,6 +157,7 @@ class LedgerSession:
             session_settings=session_settings,
             app_name=app_name,
             user_id=user_id,
+            unseen_items=unseen_items,
         )
         session._owns_ledger = True
         return session
@@ -163,14 +193,23 @@ class LedgerSession:
             if id is None:
                 return []
             try:
-                found = await (
-                    ledger.messages.all(id) if count is None else ledger.messages.last(id, count)
-                )
+                found = await self._read(ledger, id, count)
             except NotFoundError:
                 self._id = None
                 continue
             return [item_of(message) for message in found]
         return []
+
+    async def _read(self, ledger: AsyncLedger, id: str, count: int | None) -> list[Message]:
+        """The items, and when unseen items are refused, the session they were read at
+        (one snapshot)."""
+        if self.unseen_items == "append":
+            return await (
+                ledger.messages.all(id) if count is None else ledger.messages.last(id, count)
+            )
+        async with ledger.unit_of_work(readonly=True) as uow:
+            self._seen = await uow.sessions.get(id)
+            return await (uow.messages.all(id) if count is None else uow.messages.last(id, count))
 
     async def add_items(
         self,
@@ -184,28 +223,39 @@ class LedgerSession:
         Raises:
             ValidationError: an item that is not a JSON object (a set, bytes or NaN in
                 it, say); nothing of the batch is stored.
+            ConflictError: with ``unseen_items="refuse"``, ``stale`` when another writer
+                changed the session since this one last read or wrote it (``deleted``
+                when it was deleted); nothing of the batch is stored.
         """
         batch = messages_of(items, call_key=new_id(system_clock()))
         if not batch:
             return
         ledger = await self._ready()
 
-        async def append(uow: AsyncUnitOfWork) -> str:
+        seen = self._seen if self.unseen_items == "refuse" else None
+
+        async def append(uow: AsyncUnitOfWork) -> SessionRecord:
+            if seen is not None:
+                try:
+                    return (await uow.messages.append(seen, batch)).session
+                except ConflictError as error:
+                    raise _Refused(error) from error  # not retried: the caller decides
             id = self._id
             if id is not None:
                 try:
-                    await uow.messages.append(id, batch)
-                    return id
+                    return (await uow.messages.append(id, batch)).session
                 except NotFoundError:
                     pass  # deleted meanwhile: find or make the session for the key again
             session = await self._session_in(uow)
-            await uow.messages.append(session.id, batch)
-            return session.id
+            return (await uow.messages.append(session.id, batch)).session
 
         try:
-            self._id = await ledger.run(append)
+            written = await ledger.run(append)
         except ValidationError as error:
             raise _in_items_terms(error) from error
+        except _Refused as refused:
+            raise refused.error from None
+        self._id, self._seen = written.id, written
 
     async def pop_item(
         self, *, wrapper: RunContextWrapper[Any] | None = None
@@ -217,6 +267,7 @@ class LedgerSession:
             id = await self._stored_id(ledger)
             if id is None:
                 return None
+            self._seen = None
             try:
                 popped = await ledger.messages.pop(id)
             except NotFoundError:
@@ -238,6 +289,7 @@ class LedgerSession:
             if record is not None and record.message_count:
                 await uow.messages.replace(record, [])
 
+        self._seen = None
         await ledger.run(clear, retries=CLEAR_RETRIES)
 
     async def close(self) -> None:
@@ -490,4 +542,11 @@ def _call_id(context: RunContextWrapper[Any]) -> str | None:
     return context.tool_call_id if isinstance(context, ToolContext) else None
 
 
-__all__ = ["LedgerRunHooks", "LedgerSession", "item_of", "messages_of", "token_usage"]
+__all__ = [
+    "LedgerRunHooks",
+    "LedgerSession",
+    "UnseenItems",
+    "item_of",
+    "messages_of",
+    "token_usage",
+]
