@@ -346,3 +346,13 @@ async def test_refusing_unseen_items_lets_a_session_follow_its_own_writes(store:
 async def test_unseen_items_takes_append_or_refuse(store: Store) -> None:
     with pytest.raises(ValidationError, match="unseen_items"):
         LedgerSession("s", store.ledger, unseen_items="ignore")  # type: ignore[arg-type]
+
+
+async def test_refusing_unseen_items_covers_a_session_found_empty(store: Store) -> None:
+    mine = LedgerSession("s", store.ledger, unseen_items="refuse")
+    assert await mine.get_items() == []
+    await LedgerSession("s", store.ledger).add_items([user("first, from another writer")])
+    with pytest.raises(ConflictError) as caught:
+        await mine.add_items([user("on an empty history")])
+    assert caught.value.reason == "stale"
+    assert await mine.get_items() == [user("first, from another writer")]

@@ -135,6 +135,7 @@ class LedgerSession:
         last read or wrote: append after them, or refuse (see ``UnseenItems``)."""
         self._id: str | None = None
         self._seen: SessionRecord | None = None
+        self._saw_none = False  # the last read found no session: no item was seen
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
 
@@ -191,6 +192,7 @@ class LedgerSession:
         for _ in range(2):  # again once if the cached session was deleted meanwhile
             id = await self._stored_id(ledger)
             if id is None:
+                self._seen, self._saw_none = None, True
                 return []
             try:
                 found = await self._read(ledger, id, count)
@@ -208,7 +210,7 @@ class LedgerSession:
                 ledger.messages.all(id) if count is None else ledger.messages.last(id, count)
             )
         async with ledger.unit_of_work(readonly=True) as uow:
-            self._seen = await uow.sessions.get(id)
+            self._seen, self._saw_none = await uow.sessions.get(id), False
             return await (uow.messages.all(id) if count is None else uow.messages.last(id, count))
 
     async def add_items(
@@ -232,12 +234,18 @@ class LedgerSession:
             return
         ledger = await self._ready()
 
-        seen = self._seen if self.unseen_items == "refuse" else None
+        refuse = self.unseen_items == "refuse"
+        seen, saw_none = self._seen, self._saw_none
 
         async def append(uow: AsyncUnitOfWork) -> SessionRecord:
-            if seen is not None:
+            base = seen if refuse else None
+            if refuse and saw_none:
+                base = await self._session_in(uow)
+                if base.message_count:
+                    raise _Refused(_unseen(base.id))
+            if base is not None:
                 try:
-                    return (await uow.messages.append(seen, batch)).session
+                    return (await uow.messages.append(base, batch)).session
                 except ConflictError as error:
                     raise _Refused(error) from error  # not retried: the caller decides
             id = self._id
@@ -255,7 +263,7 @@ class LedgerSession:
             raise _in_items_terms(error) from error
         except _Refused as refused:
             raise refused.error from None
-        self._id, self._seen = written.id, written
+        self._id, self._seen, self._saw_none = written.id, written, False
 
     async def pop_item(
         self, *, wrapper: RunContextWrapper[Any] | None = None
@@ -267,7 +275,7 @@ class LedgerSession:
             id = await self._stored_id(ledger)
             if id is None:
                 return None
-            self._seen = None
+            self._seen, self._saw_none = None, False
             try:
                 popped = await ledger.messages.pop(id)
             except NotFoundError:
@@ -289,7 +297,7 @@ class LedgerSession:
             if record is not None and record.message_count:
                 await uow.messages.replace(record, [])
 
-        self._seen = None
+        self._seen, self._saw_none = None, False
         await ledger.run(clear, retries=CLEAR_RETRIES)
 
     async def close(self) -> None:
@@ -346,6 +354,14 @@ class LedgerSession:
                 reason="exists",
                 id=session.id,
             )
+
+
+def _unseen(id: str) -> ConflictError:
+    return ConflictError(
+        f"session {id!r} got items from another writer after this one found it empty",
+        reason="stale",
+        id=id,
+    )
 
 
 def messages_of(items: object, *, call_key: str) -> list[NewMessage]:
