@@ -76,7 +76,7 @@ async def main(url: str | None) -> None:
     agent = Agent(name="trip helper", model=StandInModel(), tools=[weather])
     # The two lines: a session in your database, and a run that remembers.
     session = LedgerSession.from_url("ada-lisbon-trip", url=url or "sqlite:///agentledger.db")
-    await session.ledger.upgrade()  # agentledger's migrations (or: agentledger upgrade URL)
+    await session.ledger.upgrade()  # agentledger's migrations (or: agentledger db upgrade)
     before = len(await session.get_items())
     print(f"session ada-lisbon-trip holds {before} items")
     hooks = LedgerRunHooks(session)

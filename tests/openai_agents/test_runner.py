@@ -17,7 +17,7 @@ from agents import Runner
 from agents.extensions.memory.encrypt_session import EncryptedSession
 from agents.memory import OpenAIResponsesCompactionSession
 
-from agentledger import ConflictError, ValidationError
+from agentledger import AsyncLedger, ConflictError, ValidationError
 from agentledger.integrations.openai_agents import LedgerRunHooks, LedgerSession
 
 from ._model import CACHED_TOKENS, INPUT_TOKENS, OUTPUT_TOKENS, ScriptedModel, agent
@@ -102,6 +102,25 @@ def test_run_sync_after_an_asyncio_run_works_on_the_same_session(shared_store: S
     result = Runner.run_sync(agent(ScriptedModel()), "second", session=session)
     assert result.final_output == "3 items; you said: second"
     asyncio.run(session.close())
+    gc.collect()  # here, under this test's filter
+
+
+@pytest.mark.filterwarnings("ignore:Exception ignored in.*Connection.__del__")
+def test_a_new_session_object_on_a_shared_ledger_works_on_a_new_loop(
+    shared_store: Store,
+) -> None:
+    assert shared_store.url is not None
+    ledger = AsyncLedger(shared_store.url)
+    asyncio.run(Runner.run(agent(ScriptedModel()), "first", session=LedgerSession("c", ledger)))
+    second = Runner.run_sync(agent(ScriptedModel()), "second", session=LedgerSession("c", ledger))
+    assert second.final_output == "3 items; you said: second"
+
+    async def read_and_close() -> int:
+        count = len(await LedgerSession("c", ledger).get_items())
+        await ledger.close()
+        return count
+
+    assert asyncio.run(read_and_close()) == 4
     gc.collect()  # here, under this test's filter
 
 

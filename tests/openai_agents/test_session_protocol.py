@@ -278,6 +278,8 @@ async def test_it_takes_a_ledger_or_an_engine(store: Store) -> None:
         LedgerSession("s", store.ledger, engine=store.ledger.engine)
     with pytest.raises(ValidationError, match="AsyncLedger"):
         LedgerSession("s", store.ledger.sync_ledger)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="session_id must be a string"):
+        LedgerSession(42, store.ledger)  # type: ignore[arg-type]
 
 
 async def test_a_session_deleted_meanwhile_is_made_again_on_the_next_items(store: Store) -> None:

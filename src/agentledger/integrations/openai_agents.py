@@ -21,6 +21,7 @@ import asyncio
 import hashlib
 import json
 import re
+import weakref
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Final, Literal, cast, get_args
@@ -37,6 +38,7 @@ from agents.run_context import RunContextWrapper
 from agents.tool import Tool
 from agents.tool_context import ToolContext
 from agents.usage import Usage
+from sqlalchemy import Engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .._checks import text_problem
@@ -54,6 +56,10 @@ CLEAR_RETRIES = 10
 """How often ``clear_session`` re-reads and tries again when other writers keep
 changing the session (each try is one optimistic ``messages.replace``)."""
 _ROLE_LENGTH = 255
+_ENGINE_LOOPS: weakref.WeakKeyDictionary[Engine, asyncio.AbstractEventLoop] = (
+    weakref.WeakKeyDictionary()
+)
+"""The event loop each engine's pooled connections were last made on by a session."""
 _DIGEST_LENGTH = 16
 _ID_LENGTH = MAX_ROW_KEY_LENGTH - _DIGEST_LENGTH - 1
 
@@ -78,8 +84,11 @@ class LedgerSession:
 
     Give it an ``AsyncLedger`` (borrowed: ``close()`` leaves it open), an ``AsyncEngine``
     (the SDK's ``SQLAlchemySession(session_id, engine=...)`` shape; the engine is never
-    disposed here) or a URL (``from_url``). The SDK's session id may be any text of 1 to
-    1,024 characters; with ``app_name`` and ``user_id`` it is unique within that scope.
+    closed here) or a URL (``from_url``). Used from a new event loop, it lets the
+    engine's pooled connections of the old loop go (``dispose(close=False)``).
+
+    The SDK's session id may be any text of 1 to 1,024 characters; with ``app_name``
+    and ``user_id`` it is unique within that scope.
 
     ``unseen_items="refuse"`` makes ``add_items`` refuse to store items on top of
     history this session has not read (``UnseenItems``).
@@ -136,7 +145,6 @@ class LedgerSession:
         self._id: str | None = None
         self._seen: SessionRecord | None = None
         self._saw_none = False  # the last read found no session: no item was seen
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
 
     @classmethod
@@ -319,11 +327,14 @@ class LedgerSession:
     async def _forget_other_loops(self) -> None:
         """Drop pooled connections made on an earlier event loop (``Runner.run_sync`` after
         an ``asyncio.run``, say): a driver's connection belongs to the loop it was made on
-        and fails on any other. They are let go, not closed: their loop may be gone."""
+        and fails on any other. They are let go, not closed: their loop may be gone. The
+        loop is noted per engine, so every session on a shared ledger sees the change."""
         loop = asyncio.get_running_loop()
-        if self._loop is not None and self._loop is not loop:
-            await self._ledger.engine.dispose(close=False)
-        self._loop = loop
+        engine = self._ledger.engine
+        last = _ENGINE_LOOPS.get(engine.sync_engine)
+        if last is not None and last is not loop:
+            await engine.dispose(close=False)
+        _ENGINE_LOOPS[engine.sync_engine] = loop
 
     async def _stored_id(self, ledger: AsyncLedger) -> str | None:
         if self._id is None:
