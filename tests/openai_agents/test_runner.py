@@ -21,7 +21,7 @@ from agentledger import AsyncLedger, ConflictError, ValidationError
 from agentledger.integrations.openai_agents import LedgerRunHooks, LedgerSession
 
 from ._model import CACHED_TOKENS, INPUT_TOKENS, OUTPUT_TOKENS, ScriptedModel, agent
-from .conftest import Store
+from .conftest import DIALECT_BACKENDS, Store, backend_params
 
 ROOT = Path(__file__).resolve().parents[2]
 CALL = INPUT_TOKENS + OUTPUT_TOKENS
@@ -124,7 +124,13 @@ def test_a_new_session_object_on_a_shared_ledger_works_on_a_new_loop(
     gc.collect()  # here, under this test's filter
 
 
+@pytest.mark.parametrize(
+    "dialect_store",
+    [p for p in backend_params(DIALECT_BACKENDS) if p.id == "sqlite-file"],
+    indirect=True,
+)
 async def test_a_conversation_resumes_in_a_new_process(dialect_store: Store) -> None:
+    """On a SQLite file; the example's test resumes in a new process on every database."""
     assert dialect_store.url is not None
     session = LedgerSession("chat", dialect_store.ledger)
     first = await Runner.run(agent(ScriptedModel()), "weather in Faro", session=session)
