@@ -86,3 +86,16 @@ async def test_eight_writers_in_two_processes_lose_nothing(
     assert_whole_and_in_order(
         items, [f"p{p}.{w}" for p in range(PROCESSES) for w in range(WRITERS // PROCESSES)]
     )
+
+
+async def test_concurrent_pops_return_each_item_exactly_once(store: Store) -> None:
+    items = [{"role": "user", "content": f"item {n}"} for n in range(WRITERS)]
+    await LedgerSession("shared", store.ledger).add_items(items)
+    poppers = [LedgerSession("shared", store.ledger) for _ in range(WRITERS + 2)]
+    popped = await asyncio.gather(*(session.pop_item() for session in poppers))
+    got = [item for item in popped if item is not None]
+    assert sorted(str(item["content"]) for item in got) == sorted(
+        f"item {n}" for n in range(WRITERS)
+    )
+    assert popped.count(None) == 2
+    assert await LedgerSession("shared", store.ledger).get_items() == []
