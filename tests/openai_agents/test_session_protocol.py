@@ -246,6 +246,7 @@ async def test_a_closed_session_refuses_every_call_and_leaves_a_borrowed_ledger_
         session.pop_item(),
         session.clear_session(),
         session.record(),
+        session.ledger_session_id(),
     ]
     for call in calls:
         with pytest.raises(UsageError, match="closed"):
@@ -358,3 +359,20 @@ async def test_refusing_unseen_items_covers_a_session_found_empty(store: Store) 
         await mine.add_items([user("on an empty history")])
     assert caught.value.reason == "stale"
     assert await mine.get_items() == [user("first, from another writer")]
+
+
+async def test_refusing_unseen_items_counts_a_pop_as_this_sessions_own_write(store: Store) -> None:
+    mine = LedgerSession("s", store.ledger, unseen_items="refuse")
+    await mine.add_items([user("one"), user("two")])
+    assert await mine.pop_item() == user("two")
+    await mine.add_items([user("three")])
+    await LedgerSession("s", store.ledger).add_items([user("meanwhile")])
+    await mine.clear_session()
+    await mine.add_items([user("after clearing")])
+    assert await mine.get_items() == [user("after clearing")]
+
+
+async def test_the_ledger_session_id_is_the_records(store: Store) -> None:
+    session = LedgerSession("s", store.ledger)
+    id = await session.ledger_session_id()
+    assert id == (await session.record()).id == (await store.ledger.sessions.get_by_key("s")).id

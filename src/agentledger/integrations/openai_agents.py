@@ -180,7 +180,15 @@ class LedgerSession:
         """The agentledger session behind this SDK session, created if it does not exist
         yet (for its id, its steps and its usage)."""
         ledger = await self._ready()
-        return await ledger.run(self._session_in)
+        record = await ledger.run(self._session_in)
+        self._id = record.id
+        return record
+
+    async def ledger_session_id(self) -> str:
+        """The id of the agentledger session behind this SDK session (``record().id``,
+        remembered after the first call)."""
+        await self._ready()
+        return self._id if self._id is not None else (await self.record()).id
 
     async def get_items(
         self, limit: int | None = None, *, wrapper: RunContextWrapper[Any] | None = None
@@ -283,12 +291,12 @@ class LedgerSession:
             id = await self._stored_id(ledger)
             if id is None:
                 return None
-            self._seen, self._saw_none = None, False
             try:
                 popped = await ledger.messages.pop(id)
             except NotFoundError:
                 self._id = None
                 continue
+            self._seen, self._saw_none = popped.session, False
             return item_of(popped.messages[0]) if popped.messages else None
         return None
 
@@ -300,13 +308,14 @@ class LedgerSession:
         if id is None:
             return
 
-        async def clear(uow: AsyncUnitOfWork) -> None:
+        async def clear(uow: AsyncUnitOfWork) -> SessionRecord | None:
             record = await uow.sessions.get_or_none(id)
             if record is not None and record.message_count:
-                await uow.messages.replace(record, [])
+                return await uow.messages.replace(record, [])
+            return record
 
-        self._seen, self._saw_none = None, False
-        await ledger.run(clear, retries=CLEAR_RETRIES)
+        cleared = await ledger.run(clear, retries=CLEAR_RETRIES)
+        self._seen, self._saw_none = cleared, cleared is None
 
     async def close(self) -> None:
         """Close the ledger if this session made it (``from_url``, ``engine=``); a
@@ -472,8 +481,11 @@ class LedgerRunHooks(RunHooks[Any]):
         return self.session.ledger.settings.now()
 
     async def _append(self, step: NewStep) -> None:
-        record = await self.session.record()
-        await self.session.ledger.steps.append(record.id, step)
+        id = await self.session.ledger_session_id()
+        try:
+            await self.session.ledger.steps.append(id, step)
+        except NotFoundError:  # deleted meanwhile: the session is made again for its key
+            await self.session.ledger.steps.append((await self.session.record()).id, step)
         self._step_index += 1
 
     async def on_llm_start(
@@ -536,11 +548,11 @@ class LedgerRunHooks(RunHooks[Any]):
 
     async def on_agent_end(self, context: Any, agent: Any, output: Any) -> None:
         """Record the run's end (status, model, the run's total usage) with ``finalize``."""
-        record = await self.session.record()
+        id = await self.session.ledger_session_id()
         summary = RunSummary(
             status="completed", model=_model_name(agent), usage=token_usage(context.usage)
         )
-        await self.session.ledger.sessions.finalize(record.id, summary)
+        await self.session.ledger.sessions.finalize(id, summary)
         self.run_id = None
 
 
