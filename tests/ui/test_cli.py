@@ -1,0 +1,114 @@
+"""``agentledger ui``: what it refuses before serving, what it says when the ui extra is
+missing, that it serves, and that the database password reaches no page and no output."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+
+from agentledger import Ledger
+from agentledger.cli import EXIT_ERROR, EXIT_SCHEMA, EXIT_USAGE, main
+from agentledger.ui import create_app, is_loopback
+
+from ._data import Clock, fill
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    with Ledger(url, clock=Clock()) as ledger:
+        ledger.upgrade()
+        fill(ledger)
+    return url
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def serving(*args: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """``agentledger ui ARGS`` on a free port, until the block ends; yields its base URL."""
+    port = free_port()
+    command = [sys.executable, "-m", "agentledger", "ui", "--port", str(port), *args]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(200):
+            try:
+                urllib.request.urlopen(f"{base}/static/app.css", timeout=1).close()
+                break
+            except OSError:
+                if process.poll() is not None:
+                    raise AssertionError(process.stdout.read() if process.stdout else "") from None
+                time.sleep(0.05)
+        yield base, process
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1", "localhost", "127.0.0.2"])
+def test_loopback_addresses_need_no_token(host: str) -> None:
+    assert is_loopback(host)
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.10", "example.org"])
+def test_other_addresses_are_not_loopback(host: str) -> None:
+    assert not is_loopback(host)
+
+
+def test_another_address_than_loopback_without_a_token_is_refused(
+    sqlite_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AGENTLEDGER_UI_TOKEN", raising=False)
+    assert main(["ui", "--url", sqlite_url, "--host", "0.0.0.0"]) == EXIT_USAGE
+    assert "--token" in capsys.readouterr().err
+
+
+def test_a_missing_database_file_is_refused_before_serving(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["ui", "--url", f"sqlite:///{tmp_path / 'none.db'}"]) == EXIT_SCHEMA
+    assert not (tmp_path / "none.db").exists()
+
+
+def test_without_the_ui_extra_the_command_names_the_extra_to_install(
+    sqlite_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "uvicorn", None)
+    assert main(["ui", "--url", sqlite_url]) == EXIT_ERROR
+    assert "pip install 'agentledger[ui]'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_command_serves_the_viewer_and_prints_no_password(sqlite_url: str) -> None:
+    with serving("--url", sqlite_url) as (base, process):
+        page = urllib.request.urlopen(f"{base}/sessions/trip-lisbon", timeout=5).read().decode()
+        assert "Plan a trip to Lisbon" in page
+    output = process.stdout.read() if process.stdout else ""
+    assert f"on {base}/" in output and "read-only" in output
+
+
+def test_an_unreachable_database_gives_an_error_page_without_its_password() -> None:
+    url = f"postgresql://agent:hunter2-secret@127.0.0.1:{free_port()}/agents"
+    with TestClient(create_app(url)) as client:
+        answer = client.get("/sessions")
+    assert answer.status_code == 500
+    assert "hunter2" not in answer.text
+    assert "agent:***@127.0.0.1" in answer.text
