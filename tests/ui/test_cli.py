@@ -112,3 +112,19 @@ def test_an_unreachable_database_gives_an_error_page_without_its_password() -> N
     assert answer.status_code == 500
     assert "hunter2" not in answer.text
     assert "agent:***@127.0.0.1" in answer.text
+
+
+def test_the_viewer_shows_the_demos_conversation_checkpoints_grant_and_tokens(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'agentledger.db'}"
+    demo = Path(__file__).resolve().parents[2] / "examples" / "quickstart_sync.py"
+    subprocess.run([sys.executable, str(demo), url], check=True, capture_output=True, timeout=120)
+    with TestClient(create_app(url)) as client:
+        view = client.get("/sessions/trip-planner.json").json()
+    assert [m["role"] for m in view["messages"]] == ["user", "assistant", "tool", "assistant"]
+    (paused,) = view["checkpoints"]["roots"]
+    (resumed,) = paused["children"]
+    assert not paused["latest"] and resumed["latest"] and resumed["parent_ref"] == paused["ref"]
+    assert [g["capability"] for g in view["grants"]] == ["tool:museum-search"]
+    assert view["session"]["total_tokens"] == 52
