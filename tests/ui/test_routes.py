@@ -141,7 +141,9 @@ def test_the_session_page_shows_the_conversation_with_tool_calls_folded(
     answer = client.get(f"/sessions/{data['plain']}.json").json()
     assert [m["role"] for m in answer["messages"]] == ["user", "assistant", "tool", "assistant"]
     assert answer["messages"][1]["text"] == "Let me look that up."
-    assert "museum_search" in answer["messages"][1]["tool_calls"][0]
+    assert answer["messages"][1]["tool_calls"] == [
+        {"id": "call-1", "name": "museum_search", "arguments": "{}"}
+    ]
     page = client.get(f"/sessions/{data['plain']}").text
     assert re.search(
         r'<details class="tool-call"><summary>tool call</summary><pre>[^<]*museum_search', page

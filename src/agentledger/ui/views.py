@@ -32,10 +32,12 @@ PAGE_SIZES = (25, 50, 100, 200)
 """The page sizes the sessions page offers (the first is the default)."""
 MESSAGES_SHOWN = 200
 """Messages of a conversation shown at once (the last ones, or a window)."""
-STEPS_SHOWN = 200
+STEPS_SHOWN = 100
 CHECKPOINTS_SHOWN = 200
 USAGE_PERIODS = (1, 7, 30, 90, 365)
 """The periods (in days, ending now) the usage page offers."""
+_INDENT_BELOW = 200
+"""JSON text shorter than this is shown indented (see ``as_json``)."""
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
@@ -51,8 +53,13 @@ def visible(text: str) -> str:
 
 
 def as_json(value: Any) -> str:
-    """Any stored JSON value as indented text, for display."""
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
+    """A stored JSON value as text, for display: indented when small; one line
+    (wrapped by the page) when larger, as json's C encoder writes only that, and a
+    page shows hundreds of these."""
+    text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    if len(text) <= _INDENT_BELOW:
+        return json.dumps(value, ensure_ascii=False, indent=2)
+    return text
 
 
 # --- sessions ---------------------------------------------------------------------------
@@ -181,17 +188,12 @@ _TOOL_TYPES = {"function_call", "tool_call", "function_call_output", "tool_resul
 
 
 def message_view(message: Message) -> dict[str, Any]:
-    """A message as the page shows it: its text, the tool calls in it (folded on the
-    page) and the stored content as JSON. Frameworks shape content differently (a
-    string; ``{"text": ...}``; OpenAI items with a ``type``; ADK's ``parts``), so
-    text and tool calls are looked for, and the whole content is always there too."""
+    """A message as the page shows it: the record, its text and the tool calls in it
+    (folded on the page). Frameworks shape content differently (a string;
+    ``{"text": ...}``; OpenAI items with a ``type``; ADK's ``parts``), so text and tool
+    calls are looked for, and the whole content is always there too."""
     text, calls = _text_and_calls(message.content)
-    return {
-        **message.model_dump(mode="json"),
-        "text": visible(text),
-        "tool_calls": [visible(as_json(call)) for call in calls],
-        "raw": None if isinstance(message.content, str) else visible(as_json(message.content)),
-    }
+    return {**message.model_dump(mode="json"), "text": text, "tool_calls": calls}
 
 
 def _text_and_calls(content: Any) -> tuple[str, list[Any]]:
@@ -245,11 +247,6 @@ def timeline(steps: list[Step]) -> dict[str, Any]:
                 "duration_seconds": took,
                 "offset": (step.started_at - start).total_seconds() / span,
                 "width": (took or 0.0) / span,
-                "input_json": None if step.input is None else visible(as_json(step.input)),
-                "output_json": None if step.output is None else visible(as_json(step.output)),
-                "tool_calls_json": None
-                if step.tool_calls is None
-                else visible(as_json(step.tool_calls)),
             }
         )
     return {"span_seconds": span, "items": items}
