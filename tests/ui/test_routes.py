@@ -337,3 +337,11 @@ def test_a_csrf_token_of_one_session_does_not_delete_another(
         answer = client.post(f"/sessions/{data['plain']}/delete", data={"csrf": csrf.group(1)})
         assert answer.status_code == 403
         assert client.get(f"/sessions/{data['plain']}.json").status_code == 200
+
+
+def test_requests_naming_another_host_are_refused(url: str) -> None:
+    app = create_app(url, allowed_hosts={"127.0.0.1", "localhost"})
+    with TestClient(app, base_url="http://127.0.0.1:8765") as client:
+        assert client.get("/sessions").status_code == 200
+        rebound = client.get("/sessions", headers={"Host": "attacker.example:8765"})
+        assert rebound.status_code == 421

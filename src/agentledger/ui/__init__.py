@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 from .app import create_app, masked
-from .security import TOKEN_ENV, is_loopback
+from .security import LOOPBACK_NAMES, TOKEN_ENV, is_loopback
 
 
 def serve(
@@ -23,10 +23,14 @@ def serve(
     allow_delete: bool = False,
 ) -> None:
     """Serve the viewer with uvicorn until interrupted. uvicorn's access log is off: a
-    first request's ``?token=`` must not reach a log."""
+    first request's ``?token=`` must not reach a log. Without a token, only requests
+    naming a loopback host (or ``host``) are served."""
     import uvicorn
 
-    app = create_app(url, schema=schema, token=token, allow_delete=allow_delete)
+    hosts = None if token is not None else {*LOOPBACK_NAMES, host, f"[{host}]"}
+    app = create_app(
+        url, schema=schema, token=token, allow_delete=allow_delete, allowed_hosts=hosts
+    )
     uvicorn.run(app, host=host, port=port, access_log=False, log_level="warning")
 
 

@@ -7,7 +7,7 @@ Starlette and Jinja2 come with the ``ui`` extra, so they are imported inside
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from contextlib import asynccontextmanager
 from datetime import datetime
 from importlib.resources import files
@@ -62,11 +62,14 @@ def create_app(
     schema: str | None = None,
     token: str | None = None,
     allow_delete: bool = False,
+    allowed_hosts: Collection[str] | None = None,
     clock: Callable[[], datetime] = system_clock,
 ) -> Starlette:
     """The viewer on the database at ``url``: read-only unless ``allow_delete``; every
-    request needs ``token`` when one is given. The ledger opens with the application's
-    lifespan (on the server's event loop) and closes with it."""
+    request needs ``token`` when one is given. With ``allowed_hosts``, a request whose
+    Host header names another host is refused (a web page rebinding its own name to
+    127.0.0.1 cannot read a viewer that has no token). The ledger opens with the
+    application's lifespan (on the server's event loop) and closes with it."""
     from jinja2 import Environment, PackageLoader
     from starlette.applications import Starlette
     from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -117,8 +120,10 @@ def create_app(
 
         async def run(request: Request) -> Response:
             offered = request.query_params.get("token")
-            if guard.token is not None and offered is not None and guard.admits(offered):
-                response: Response = _without_token(request)
+            if allowed_hosts is not None and _host(request) not in allowed_hosts:
+                response: Response = failure(request, 421, "this viewer does not serve that host")
+            elif guard.token is not None and offered is not None and guard.admits(offered):
+                response = _without_token(request)
                 response.set_cookie(
                     TOKEN_COOKIE, offered, httponly=True, samesite="strict", path="/"
                 )
@@ -215,6 +220,14 @@ def create_app(
 def _session_id(request: Request) -> str:
     id: str = request.path_params["id"]
     return id.removesuffix(JSON_SUFFIX) if request.url.path.endswith(JSON_SUFFIX) else id
+
+
+def _host(request: Request) -> str:
+    """The host the request's Host header names, without its port."""
+    host = request.headers.get("host", "")
+    if host.startswith("["):
+        return host[: host.find("]") + 1] if "]" in host else host
+    return host.rpartition(":")[0] if ":" in host else host
 
 
 def _offered_token(request: Request) -> str | None:

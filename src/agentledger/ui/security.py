@@ -18,6 +18,8 @@ CONTENT_SECURITY_POLICY = (
     "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
 """No inline script or style, nothing from another origin: content cannot run code."""
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
+"""The Host header values of a viewer reached on this machine."""
 HEADERS = {
     "Content-Security-Policy": CONTENT_SECURITY_POLICY,
     "X-Content-Type-Options": "nosniff",
