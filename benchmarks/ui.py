@@ -93,7 +93,7 @@ def pages(long: str, sizes: Sizes, cursor: str) -> dict[str, str]:
         "sessions of an app (none match)": "/sessions?app=nobody",
         "sessions of a framework (none match)": "/sessions?framework=langgraph",
         "sessions, search (none match)": "/sessions?q=needle",
-        f"session: last 200 of {sizes.messages:,} messages": f"/sessions/{long}",
+        f"session: last 100 of {sizes.messages:,} messages": f"/sessions/{long}",
         "session (JSON)": f"/sessions/{long}.json",
         f"session: messages after #{window:,}": f"/sessions/{long}?after={window}",
         f"usage, 30 days, {sizes.steps:,} steps": "/usage?days=30",

@@ -185,6 +185,30 @@ def test_the_session_page_shows_grants_and_app_and_user_state(
     assert adk["session"]["external_key"] == "adk-session-1"
 
 
+def test_a_long_conversation_shows_its_last_messages_and_pages_to_the_others(
+    client: TestClient, url: str
+) -> None:
+    with Ledger(url) as ledger:
+        record = ledger.sessions.create("long-1")
+        ledger.messages.append(record, [{"role": "user", "content": f"m{n}"} for n in range(150)])
+    try:
+        last = client.get("/sessions/long-1.json").json()
+        assert [m["seq"] for m in last["messages"]] == list(range(51, 151))
+        assert (last["earlier"], last["later"]) == (0, None)
+        first = client.get("/sessions/long-1.json", params={"after": "0"}).json()
+        assert [m["seq"] for m in first["messages"]] == list(range(1, 101))
+        assert (first["earlier"], first["later"]) == (None, 100)
+        assert 'href="/sessions/long-1?after=0"' in client.get("/sessions/long-1").text
+    finally:
+        with Ledger(url) as ledger:
+            ledger.sessions.delete("long-1")
+
+
+def test_a_message_window_after_something_else_than_a_seq_is_a_400(client: TestClient) -> None:
+    answer = client.get("/sessions/trip-lisbon.json", params={"after": "last"})
+    assert answer.status_code == 400 and "after" in answer.json()["error"]
+
+
 def test_an_unknown_session_is_a_404(client: TestClient) -> None:
     assert client.get("/sessions/no-such-session").status_code == 404
     answer = client.get("/sessions/no-such-session.json")

@@ -31,9 +31,9 @@ from ..records import CheckpointInfo, Message, Step, TokenUsage, UsageGroup
 
 PAGE_SIZES = (25, 50, 100, 200)
 """The page sizes the sessions page offers (the first is the default)."""
-MESSAGES_SHOWN = 200
+MESSAGES_SHOWN = 100
 """Messages of a conversation shown at once (the last ones, or a window)."""
-STEPS_SHOWN = 100
+STEPS_SHOWN = 50
 CHECKPOINTS_SHOWN = 200
 USAGE_PERIODS = (1, 7, 30, 90, 365)
 """The periods (in days, ending now) the usage page offers."""
