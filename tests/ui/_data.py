@@ -7,7 +7,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from agentledger import CheckpointPayload, Ledger, NewMessage, NewStep, RunSummary, TokenUsage
+from agentledger import (
+    CheckpointPayload,
+    Ledger,
+    NewMessage,
+    NewStep,
+    PendingToolCall,
+    RunSummary,
+    TokenUsage,
+)
 from agentledger.integrations import new_session_id
 
 START = datetime(2026, 11, 20, 9, 0, 0, tzinfo=UTC)
@@ -78,7 +86,17 @@ def fill(ledger: Ledger) -> dict[str, str]:
     ledger.grants.grant(trip.id, "tool:museum-search", granted_by="ada")
     paused = ledger.checkpoints.save(trip.id, CheckpointPayload(runtime_state={"phase": "ask"}))
     ledger.checkpoints.save(trip.id, CheckpointPayload(runtime_state={"phase": "resumed"}))
-    ledger.checkpoints.fork(trip.id, paused.ref, CheckpointPayload(runtime_state={"phase": "b"}))
+    waiting = PendingToolCall(
+        tool_call={"id": "call-2", "name": "book_tickets", "arguments": {"museum": "MAAT"}},
+        interrupt_active=True,
+    )
+    ledger.checkpoints.fork(
+        trip.id,
+        paused.ref,
+        CheckpointPayload(
+            pending_tool_calls={"call-2": waiting}, interrupt_requesters={"call-2": "ada"}
+        ),
+    )
     ledger.sessions.finalize(trip.id, RunSummary(status="completed", model="m-big"))
     ids["plain"] = trip.id
 

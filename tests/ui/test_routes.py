@@ -173,6 +173,20 @@ def test_the_checkpoint_tree_shows_the_fork_and_the_latest(
     assert "fork: 2 branches" in page and 'class="badge latest"' in page
 
 
+def test_the_session_page_shows_where_the_run_paused(
+    client: TestClient, data: dict[str, str]
+) -> None:
+    paused = client.get(f"/sessions/{data['plain']}.json").json()["paused"]
+    assert paused["seq"] == 3 and paused["interrupt_requesters"] == {"call-2": "ada"}
+    (call,) = paused["pending_tool_calls"]
+    assert (call["id"], call["tool_call"]["name"], call["interrupt_active"]) == (
+        "call-2",
+        "book_tickets",
+        True,
+    )
+    assert "held by an interrupt" in client.get(f"/sessions/{data['plain']}").text
+
+
 def test_the_session_page_shows_grants_and_app_and_user_state(
     client: TestClient, data: dict[str, str]
 ) -> None:

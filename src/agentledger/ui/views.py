@@ -7,9 +7,10 @@ Each page is a bounded number of indexed queries:
   status when filtered) with ``limit + 1`` rows; the framework filter (an id prefix)
   and the search (title or opening message) are conditions on that walk, so a rare
   one reads much of the index, or PostgreSQL scans the table and sorts the matches;
-- one session: one read-only transaction of seven queries: the session row by primary
+- one session: one read-only transaction of eight queries: the session row by primary
   key, its last messages, last steps, newest checkpoints (each on ``(session_id, seq)``),
-  its active grants, and its app and user state by primary key; ``?after=`` reads a
+  the latest checkpoint's payload (by the same index), its active grants, and its app
+  and user state by primary key; ``?after=`` reads a
   window of messages instead of the last ones (the same index);
 - usage: three grouped range scans of the steps' ``(started_at, model)`` index (per
   day, per model, per user, the last joined to the sessions by primary key).
@@ -27,7 +28,7 @@ from typing import Any
 from ..clock import system_clock
 from ..integrations import FRAMEWORKS, Framework, framework_id_prefix, framework_of
 from ..ledger import AsyncLedger
-from ..records import CheckpointInfo, Message, Step, TokenUsage, UsageGroup
+from ..records import Checkpoint, CheckpointInfo, Message, Step, TokenUsage, UsageGroup
 
 PAGE_SIZES = (25, 50, 100, 200)
 """The page sizes the sessions page offers (the first is the default)."""
@@ -156,6 +157,7 @@ async def session_page(ledger: AsyncLedger, id: str, *, after: int | None = None
             else await uow.messages.window(id, after_seq=after, limit=MESSAGES_SHOWN)
         )
         record = view.session
+        latest = await uow.checkpoints.latest(id) if record.latest_checkpoint_ref else None
         app_state = await uow.app_state.get(record.app_name) if record.app_name else None
         user_state = (
             await uow.user_state.get(record.app_name, record.user_id)
@@ -172,8 +174,28 @@ async def session_page(ledger: AsyncLedger, id: str, *, after: int | None = None
         "steps": timeline(view.steps),
         "grants": [grant.model_dump(mode="json") for grant in view.grants],
         "checkpoints": checkpoint_tree(view.checkpoints, latest=record.latest_checkpoint_ref),
+        "paused": paused_at(latest) if latest else None,
         "app_state": app_state.model_dump(mode="json") if app_state else None,
         "user_state": user_state.model_dump(mode="json") if user_state else None,
+    }
+
+
+def paused_at(checkpoint: Checkpoint) -> dict[str, Any]:
+    """Where the run of the latest checkpoint stands: the tool calls it waits on (and
+    whether an interrupt holds each), who raised each interrupt, the pending interrupts
+    and the size of the context window it resumes with."""
+    payload = checkpoint.payload
+    return {
+        "ref": checkpoint.ref,
+        "seq": checkpoint.seq,
+        "created_at": checkpoint.created_at.isoformat(),
+        "pending_tool_calls": [
+            {"id": call_id, **pending.model_dump(mode="json")}
+            for call_id, pending in payload.pending_tool_calls.items()
+        ],
+        "interrupt_requesters": payload.interrupt_requesters,
+        "pending_interrupts": payload.pending_interrupts,
+        "context_messages": len(payload.context_window),
     }
 
 
