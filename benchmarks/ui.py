@@ -5,11 +5,12 @@ database, over real HTTP from uvicorn (the application as ``agentledger ui`` ser
 
 The database (the benchmark's own, dropped and recreated) holds 100,000 sessions, one of
 them with a 10,000-message conversation and 100,000 steps, seeded in bulk like the main
-benchmark. Each page is requested ``--rounds`` times after a warm-up, one request at a
-time on a kept-alive connection; the time is from sending the request to reading the
-status line and headers (Starlette sends them with the body, once the page is
-rendered). Worst cases included: the framework filter and a search that match nothing
-walk the whole listing. Results go to ``DIR/ui.json`` and ``DIR/ui.md``.
+benchmark, paused at a checkpoint of its last 20 messages. Each page is requested 30
+times after a warm-up, one request at a time on a kept-alive connection; the time is
+from sending the request to reading the status line and headers (Starlette sends them
+with the body, once the page is rendered). Worst cases included: the framework filter
+and a search that match nothing walk the whole listing. Results go to ``DIR/ui.json``
+and ``DIR/ui.md``.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from typing import Any
 import uvicorn
 from sqlalchemy.engine import URL, make_url
 
-from agentledger import Ledger
+from agentledger import CheckpointPayload, Ledger, PendingToolCall
 from agentledger.ui import create_app
 
 from .seed import SEED_TIME, Seeder, migrate, recreate_database, server_url, sync_url
@@ -70,6 +71,12 @@ def seed(dialect: str, url: URL, sizes: Sizes) -> str:
         seeder.analyze()
     finally:
         seeder.close()
+    with Ledger(sync_url(dialect, url)) as ledger:  # paused, waiting on a tool call
+        window = ledger.messages.last(long, 20)
+        call = {"id": "call-1", "name": "search", "arguments": {"q": "weather"}}
+        pending = {"call-1": PendingToolCall(tool_call=call, interrupt_active=True)}
+        payload = CheckpointPayload(context_window=window, pending_tool_calls=pending)
+        ledger.checkpoints.save(long, payload)
     return long
 
 
