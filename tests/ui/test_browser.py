@@ -118,7 +118,7 @@ def test_the_session_list_follows_to_a_session_with_its_checkpoint_tree(
     page.get_by_role("link", name="trip-lisbon").click()
     page.wait_for_url(f"{base_url}/sessions/trip-lisbon")
     assert page.locator("h1").inner_text() == "Plan a trip to Lisbon"
-    tree = page.locator("#checkpoints ul.tree li")
+    tree = page.locator("#checkpoints ol.tree li")
     assert tree.count() == 3
     assert page.locator("#checkpoints .badge.latest").is_visible()
     assert page.locator("#checkpoints .badge.fork").inner_text() == "fork: 2 branches"

@@ -123,8 +123,20 @@ def test_the_viewer_shows_the_demos_conversation_checkpoints_grant_and_tokens(
     with TestClient(create_app(url)) as client:
         view = client.get("/sessions/trip-planner.json").json()
     assert [m["role"] for m in view["messages"]] == ["user", "assistant", "tool", "assistant"]
-    (paused,) = view["checkpoints"]["roots"]
-    (resumed,) = paused["children"]
+    ((paused, resumed),) = view["checkpoints"]["branches"]
     assert not paused["latest"] and resumed["latest"] and resumed["parent_ref"] == paused["ref"]
     assert [g["capability"] for g in view["grants"]] == ["tool:museum-search"]
     assert view["session"]["total_tokens"] == 52
+
+
+def test_a_long_chain_of_checkpoints_is_one_flat_branch(sqlite_url: str) -> None:
+    with Ledger(sqlite_url) as ledger:
+        ledger.sessions.create("many-saves")
+        for n in range(210):
+            ledger.checkpoints.save("many-saves", {"runtime_state": {"n": n}})
+    with TestClient(create_app(sqlite_url)) as client:
+        (chain,) = client.get("/sessions/many-saves.json").json()["checkpoints"]["branches"]
+        page = client.get("/sessions/many-saves")
+    assert [node["seq"] for node in chain] == list(range(11, 211))
+    assert chain[0]["parent_missing"] and chain[-1]["latest"]
+    assert page.status_code == 200 and page.text.count('<ol class="tree">') == 1

@@ -166,9 +166,9 @@ def test_the_checkpoint_tree_shows_the_fork_and_the_latest(
     client: TestClient, data: dict[str, str]
 ) -> None:
     tree = client.get(f"/sessions/{data['plain']}.json").json()["checkpoints"]
-    (root,) = tree["roots"]
-    assert root["fork"] and [child["seq"] for child in root["children"]] == [2, 3]
-    assert [child["latest"] for child in root["children"]] == [False, True]
+    ((root,),) = tree["branches"]
+    assert root["fork"] and [[n["seq"] for n in chain] for chain in root["branches"]] == [[2], [3]]
+    assert [chain[0]["latest"] for chain in root["branches"]] == [False, True]
     page = client.get(f"/sessions/{data['plain']}").text
     assert "fork: 2 branches" in page and 'class="badge latest"' in page
 

@@ -276,29 +276,38 @@ def timeline(steps: list[Step]) -> dict[str, Any]:
 
 
 def checkpoint_tree(checkpoints: list[CheckpointInfo], *, latest: str | None) -> dict[str, Any]:
-    """The checkpoints as a tree by ``parent_ref``, oldest first: a node with more than
-    one child is a fork; a node whose parent is not among those read (older, expired,
-    pruned) is a root marked ``parent_missing``."""
+    """The checkpoints as a tree by ``parent_ref``, oldest first, in branches: a branch
+    is a chain of checkpoints each the parent of the next, down to one with no child or
+    with several (a fork, whose ``branches`` follow). Chains stay flat, so a run saved
+    200 times is one list, not 200 levels. A checkpoint whose parent is not among those
+    read (older, expired, pruned) starts a branch of the top level, ``parent_missing``."""
     known = {info.ref for info in checkpoints}
     children: dict[str | None, list[CheckpointInfo]] = {}
     for info in sorted(checkpoints, key=lambda item: item.seq):
         parent = info.parent_ref if info.parent_ref in known else None
         children.setdefault(parent, []).append(info)
 
-    def node(info: CheckpointInfo) -> dict[str, Any]:
-        below = children.get(info.ref, [])
-        return {
-            **info.model_dump(mode="json"),
-            "latest": info.ref == latest,
-            "fork": len(below) > 1,
-            "parent_missing": info.parent_ref is not None and info.parent_ref not in known,
-            "children": [node(child) for child in below],
-        }
+    def branch(start: CheckpointInfo) -> list[dict[str, Any]]:
+        chain, info = [], start
+        while True:
+            below = children.get(info.ref, [])
+            chain.append(
+                {
+                    **info.model_dump(mode="json"),
+                    "latest": info.ref == latest,
+                    "fork": len(below) > 1,
+                    "parent_missing": info.parent_ref is not None and info.parent_ref not in known,
+                    "branches": [branch(child) for child in below] if len(below) > 1 else [],
+                }
+            )
+            if len(below) != 1:
+                return chain
+            info = below[0]
 
     return {
         "latest": latest,
         "count": len(checkpoints),
-        "roots": [node(info) for info in children.get(None, [])],
+        "branches": [branch(info) for info in children.get(None, [])],
     }
 
 
