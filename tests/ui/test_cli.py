@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,11 +40,11 @@ def free_port() -> int:
 
 
 @contextmanager
-def serving(*args: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+def serving(*args: str, **env_vars: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     """``agentledger ui ARGS`` on a free port, until the block ends; yields its base URL."""
     port = free_port()
     command = [sys.executable, "-m", "agentledger", "ui", "--port", str(port), *args]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **env_vars}
     process = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
     )
@@ -52,6 +53,8 @@ def serving(*args: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
         for _ in range(200):
             try:
                 urllib.request.urlopen(f"{base}/static/app.css", timeout=1).close()
+                break
+            except urllib.error.HTTPError:  # up, and asking for its token
                 break
             except OSError:
                 if process.poll() is not None:
@@ -103,6 +106,17 @@ def test_the_command_serves_the_viewer_and_prints_no_password(sqlite_url: str) -
         assert "Plan a trip to Lisbon" in page
     output = process.stdout.read() if process.stdout else ""
     assert f"on {base}/" in output and "read-only" in output
+
+
+@pytest.mark.slow
+def test_the_token_from_the_environment_guards_every_request(sqlite_url: str) -> None:
+    with serving("--url", sqlite_url, AGENTLEDGER_UI_TOKEN="from-env") as (base, _):
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"{base}/sessions", timeout=5)
+        assert refused.value.code == 401
+        bearer = {"Authorization": "Bearer from-env"}
+        request = urllib.request.Request(f"{base}/sessions.json", headers=bearer)
+        assert urllib.request.urlopen(request, timeout=5).status == 200
 
 
 def test_an_unreachable_database_gives_an_error_page_without_its_password() -> None:

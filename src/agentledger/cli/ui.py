@@ -36,8 +36,8 @@ def add_ui_group(groups: Groups) -> None:
     ui.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
     ui.add_argument(
         "--token",
-        help=f"access token every request must carry (default ${TOKEN_ENV}); required "
-        "when --host is not a loopback address",
+        help=f"access token every request must carry (default ${TOKEN_ENV}, better: a "
+        "command line is visible to other users); required when --host is not loopback",
     )
     ui.add_argument(
         "--allow-delete",
