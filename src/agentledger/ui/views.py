@@ -38,6 +38,7 @@ STEPS_SHOWN = 50
 CHECKPOINTS_SHOWN = 200
 USAGE_PERIODS = (1, 7, 30, 90, 365)
 """The periods (in days, ending now) the usage page offers."""
+_ZERO = TokenUsage()
 _INDENT_BELOW = 200
 """JSON text shorter than this is shown indented (see ``as_json``)."""
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
@@ -373,6 +374,3 @@ def _bars(groups: list[UsageGroup]) -> list[dict[str, Any]]:
         {**group.model_dump(mode="json"), "fraction": group.usage.total_tokens / top}
         for group in groups
     ]
-
-
-_ZERO = TokenUsage()
