@@ -53,6 +53,7 @@ from .records import (
     StateDelta,
     Step,
     TokenUsage,
+    UsageGroup,
     UserState,
 )
 from .retention import PurgePolicy
@@ -103,6 +104,7 @@ __all__ = [
     "TokenUsage",
     "UnitOfWork",
     "UsageError",
+    "UsageGroup",
     "UserState",
     "ValidationError",
     "configure_sqlite_engine",

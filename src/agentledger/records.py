@@ -79,6 +79,15 @@ class TokenUsage(Record):
     extra: dict[str, int] = Field(default_factory=dict)
 
 
+class UsageGroup(Record):
+    """The token totals of one group of steps (``steps.usage_by``): a UTC day
+    (``YYYY-MM-DD``), a model or a user; ``key`` is None for steps without one."""
+
+    key: str | None
+    steps: int
+    usage: TokenUsage
+
+
 class RunSummary(Record):
     """The outcome of one run, recorded on the session by ``sessions.finalize``."""
 

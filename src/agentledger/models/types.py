@@ -12,6 +12,9 @@ This module is the one home of column-type dialect differences:
   queried and indexed; on SQLite both are declared TEXT (see TextAffinityJSON).
 - ``json_text``: PostgreSQL drivers parse JSON columns themselves; we read the text
   and decode it, so a corrupt value is reported with its row.
+- ``utc_day``: the UTC calendar day of a ``UTCDateTime``: PostgreSQL's TIMESTAMPTZ
+  must be shifted to UTC first (the connection's time zone decides its date); the
+  others already hold UTC.
 - ``BigIntId``: a BIGINT primary key does not autoincrement on SQLite; INTEGER does
   (and is 64-bit there anyway).
 """
@@ -21,7 +24,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, DateTime, Integer, String, Text
+from sqlalchemy import JSON, BigInteger, Date, DateTime, Integer, String, Text
 from sqlalchemy.dialects import mysql, postgresql
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.compiler import compiles
@@ -126,3 +129,22 @@ def _json_text_default(element: json_text, compiler: SQLCompiler, **kw: Any) -> 
 @compiles(json_text, "postgresql")
 def _json_text_postgresql(element: json_text, compiler: SQLCompiler, **kw: Any) -> str:
     return f"CAST({compiler.process(element.clauses, **kw)} AS TEXT)"
+
+
+class utc_day(FunctionElement[Any]):
+    """The UTC calendar day of a ``UTCDateTime`` column, as a date: what token usage per
+    day groups by."""
+
+    type = Date()
+    inherit_cache = True
+    name = "utc_day"
+
+
+@compiles(utc_day)
+def _utc_day_default(element: utc_day, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"DATE({compiler.process(element.clauses, **kw)})"
+
+
+@compiles(utc_day, "postgresql")
+def _utc_day_postgresql(element: utc_day, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"DATE({compiler.process(element.clauses, **kw)} AT TIME ZONE 'UTC')"

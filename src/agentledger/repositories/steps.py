@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from sqlalchemy import Integer, Row, Table, bindparam, func, insert, select
 
@@ -29,12 +29,15 @@ from ..errors import ConflictError, CorruptRecordError, NotFoundError, Validatio
 from ..ids import validate_id
 from ..models import AgentSession, AgentStep
 from ..models.message import MAX_ROW_KEY_LENGTH
-from ..models.types import json_text
-from ..records import NewStep, Step, TokenUsage, from_stored
+from ..models.types import json_text, utc_day
+from ..records import NewStep, Step, TokenUsage, UsageGroup, from_stored
 from ._base import Repository, operation
 from ._seqlog import SeqLog
 from ._session_row import session_exists
 
+UsageKey = Literal["day", "model", "user"]
+"""What ``steps.usage_by`` groups by."""
+_USAGE_KEYS: tuple[UsageKey, ...] = ("day", "model", "user")
 _STEPS = cast(Table, AgentStep.__table__)
 _SESSIONS = cast(Table, AgentSession.__table__)
 _JSON_FIELDS = ("input", "output", "tool_calls", "usage_extra")
@@ -395,6 +398,61 @@ class StepRepository(Repository):
             input_tokens=int(totals[0]), output_tokens=int(totals[1]), total_tokens=int(totals[2])
         )
 
+    @operation(writes=False)
+    def usage_by(
+        self,
+        by: UsageKey,
+        *,
+        since: datetime,
+        until: datetime,
+        user_id: str | None = None,
+        limit: int = 1000,
+    ) -> list[UsageGroup]:
+        """Token totals of the steps started in ``since <= t < until`` (of ``user_id``'s
+        sessions, if given), grouped ``by`` ``"day"`` (UTC; in day order), ``"model"`` or
+        ``"user"`` (the session's user_id; both largest total first), at most ``limit``
+        groups. One query: a range scan of the ``(started_at, model)`` index, joined to
+        the sessions only for ``"user"`` or ``user_id``.
+
+        Raises:
+            ValidationError: an unknown ``by``, naive times or a bad limit.
+        """
+        if by not in _USAGE_KEYS:
+            raise ValidationError(
+                f"usage_by: by must be one of {', '.join(_USAGE_KEYS)}, got {by!r}", path="by"
+            )
+        bounded_int(limit, "limit", low=1, high=10_000)
+        key = {"day": utc_day(_STEPS.c.started_at), "model": _STEPS.c.model}.get(
+            by, _SESSIONS.c.user_id
+        )
+        total = func.coalesce(func.sum(_STEPS.c.total_tokens), 0)
+        query = select(
+            key,
+            func.count(),
+            func.coalesce(func.sum(_STEPS.c.input_tokens), 0),
+            func.coalesce(func.sum(_STEPS.c.output_tokens), 0),
+            total,
+        ).where(
+            _STEPS.c.started_at >= utc(since, field="since"),
+            _STEPS.c.started_at < utc(until, field="until"),
+        )
+        if by == "user" or user_id is not None:
+            query = query.join(_SESSIONS, _SESSIONS.c.id == _STEPS.c.session_id)
+        if user_id is not None:
+            query = query.where(_SESSIONS.c.user_id == scope_value(user_id, field="user_id"))
+        order = key if by == "day" else total.desc()
+        rows = self._session.execute(query.group_by(key).order_by(order).limit(limit)).all()
+        return [
+            UsageGroup(
+                key=None if row[0] is None else str(row[0]),
+                steps=int(row[1]),
+                usage=TokenUsage(
+                    input_tokens=int(row[2]), output_tokens=int(row[3]), total_tokens=int(row[4])
+                ),
+            )
+            for row in rows
+        ]
+
 
 def _usage(steps: list[NewStep]) -> tuple[int, int, int]:
     """The token totals of ``steps``; ValidationError when they exceed a BIGINT."""
@@ -542,6 +600,28 @@ class AsyncStepRepository:
             model=model,
             since=since,
             until=until,
+        )
+
+    async def usage_by(
+        self,
+        by: UsageKey,
+        *,
+        since: datetime,
+        until: datetime,
+        user_id: str | None = None,
+        limit: int = 1000,
+    ) -> list[UsageGroup]:
+        """Token totals of the steps started in ``since <= t < until`` (of ``user_id``'s
+        sessions, if given), grouped ``by`` ``"day"`` (UTC; in day order), ``"model"`` or
+        ``"user"`` (the session's user_id; both largest total first), at most ``limit``
+        groups. One query: a range scan of the ``(started_at, model)`` index, joined to
+        the sessions only for ``"user"`` or ``user_id``.
+
+        Raises:
+            ValidationError: an unknown ``by``, naive times or a bad limit.
+        """
+        return await spawn(
+            self._proxied.usage_by, by, since=since, until=until, user_id=user_id, limit=limit
         )
 
     # --- end of async proxies ---
