@@ -120,6 +120,11 @@ def check_offline_sql(url: URL) -> None:
         raise SchemaError(SQLITE_OFFLINE_REFUSAL, hint=_SQLITE_OFFLINE_HINT)
 
 
+TOKEN_LIMIT = 2**63 - 1
+"""The largest token total a session holds (its BIGINT columns)."""
+TOKEN_COLUMNS = ("input_tokens", "output_tokens", "total_tokens")
+
+
 def allocate_step_seqs(
     session: Session, id: str, count: int, usage: tuple[int, int, int], now: datetime
 ) -> int | None:
@@ -127,7 +132,8 @@ def allocate_step_seqs(
 
     One UPDATE under the session row's lock, so concurrent appenders get contiguous
     seqs and exact totals; the revision is left alone (steps never conflict with a
-    save). Returns the last seq reserved, or None when the session does not exist.
+    save). Returns the last seq reserved, or None when no row matched: the session does
+    not exist, or a total would pass ``TOKEN_LIMIT`` (the row is then left as it was).
 
     PostgreSQL and SQLite read the new counter back with ``UPDATE ... RETURNING``.
     MariaDB/MySQL have no UPDATE RETURNING: the counter goes through
@@ -142,7 +148,14 @@ def allocate_step_seqs(
         "total_tokens": table.c.total_tokens + usage[2],
         "updated_at": now,
     }
-    statement = update(table).where(table.c.id == id)
+    statement = update(table).where(
+        table.c.id == id,
+        *(
+            table.c[name] <= TOKEN_LIMIT - added
+            for name, added in zip(TOKEN_COLUMNS, usage, strict=True)
+            if added
+        ),
+    )
     if session.connection().dialect.update_returning:
         row = session.execute(statement.values(values).returning(table.c.step_count)).first()
         return None if row is None else int(row[0])

@@ -32,7 +32,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry, PoolResetState
 
-from ._translate import handled, is_bad_url, missing_driver_as, sqlite_busy_ignored
+from ._translate import bad_url_as, missing_driver_as, sqlite_busy_ignored
 from ._translate import mask as mask
 from .errors import DatabaseError, SchemaError, ValidationError
 
@@ -86,7 +86,7 @@ def resolve_url(url: str | URL | None, *, asynchronous: bool) -> URL:
         "sqlite:///agentledger.db or postgresql://user@host/db",
         path="url",
     )
-    with handled(is_bad_url, lambda: not_a_url):
+    with bad_url_as(lambda: not_a_url):
         parsed = url if isinstance(url, URL) else make_url(url)
     backend = parsed.get_backend_name()
     if backend == "postgres":
@@ -95,6 +95,15 @@ def resolve_url(url: str | URL | None, *, asynchronous: bool) -> URL:
         raise ValidationError(
             f"unsupported database {backend!r} in {mask(parsed)}: agentledger runs on "
             "sqlite, postgresql and mysql/mariadb",
+            path="url",
+        )
+    charset = parsed.query.get("charset")
+    if backend in ("mysql", "mariadb") and charset is not None and charset != "utf8mb4":
+        # Any other character set cannot hold every character agentledger stores (and
+        # PyMySQL fails on an unknown one with an AttributeError).
+        raise ValidationError(
+            f"charset={charset!s} in {mask(parsed)}: agentledger stores any Unicode text, "
+            "which needs charset=utf8mb4 (the default: leave it out)",
             path="url",
         )
     driver = parsed.drivername.partition("+")[2]
@@ -250,14 +259,17 @@ def create_async_engine_for(url: str | URL | None = None, **options: Any) -> Asy
     return engine
 
 
-def configure_sqlite_engine(engine: Engine) -> None:
+def configure_sqlite_engine(engine: Engine | AsyncEngine) -> None:
     """Give a SQLite engine the set-up agentledger relies on; other engines are left alone.
 
-    Call it on a SQLite engine you create and share with agentledger: it turns the
-    driver's own transaction handling off on each connection, sets WAL, a busy
-    timeout and foreign keys, and makes transactions that will write begin with
-    ``BEGIN IMMEDIATE``. Calling it twice is harmless.
+    Call it on a SQLite engine you create and share with agentledger, sync or async
+    (an AsyncEngine is set up through its ``sync_engine``): it turns the driver's own
+    transaction handling off on each connection, sets WAL, a busy timeout and foreign
+    keys, and makes transactions that will write begin with ``BEGIN IMMEDIATE``.
+    Calling it twice is harmless.
     """
+    if isinstance(engine, AsyncEngine):
+        engine = engine.sync_engine
     if engine.dialect.name != "sqlite" or is_configured_sqlite(engine):
         return
     event.listen(engine, "connect", _on_sqlite_connect)

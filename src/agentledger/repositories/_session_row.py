@@ -27,6 +27,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session, make_transient_to_detached, registry
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
+from .._checks import bounded_int
 from .._dialects import returns_from_update
 from .._json import decode_json
 from .._translate import handled, is_stale_write
@@ -231,7 +232,9 @@ def versioned_row(session: Session, record: SessionRecord) -> Any:
     """A session row the ORM treats as loaded at the record's revision, without a SELECT:
     the next flush is ``UPDATE ... WHERE id = :id AND revision = :revision``. Where the
     database can (``returns_from_update``), that UPDATE also returns every column it
-    does not set, for ``written_record``."""
+    does not set, for ``written_record``. A revision no database binds (an edited
+    record's) is a ValidationError before any SQL."""
+    bounded_int(record.revision, "record.revision", low=1)
     for mapped in (AgentSession, _ReturningSession):
         loaded = session.identity_map.get(session.identity_key(mapped, record.id))
         if loaded is not None:

@@ -17,7 +17,7 @@ from typing import Any, cast
 from sqlalchemy import Select, Table, and_, bindparam, delete, insert, select, update
 from sqlalchemy.orm import Session
 
-from .._checks import checked_text, text_problem
+from .._checks import bounded_int, checked_text, text_problem
 from .._dialects import insert_if_absent
 from .._json import Limits, check_object, decode_json
 from .._translate import duplicate_as
@@ -148,6 +148,7 @@ def save(session: Session, kind: ScopeKind, record: Any, now: datetime, limits: 
             f"save() takes a {kind.record.__name__}, got {type(record).__name__}", path="record"
         )
     key = kind.key_of(tuple(getattr(record, name) for name in kind.keys))
+    bounded_int(record.revision, "record.revision")
     state = check_object(record.state, path="state", limits=limits, jsonb=True)
     stale = _stale(kind, key, record.revision)
     if record.revision == 0:

@@ -384,7 +384,9 @@ class SessionRepository(Repository):
         now = self._work.settings.now()
         if summary.ended_at is None:
             summary = summary.model_copy(update={"ended_at": now})
-        check_json(summary.error, path="summary.error", limits=self._work.settings.limits)
+        check_json(
+            summary.model_dump(mode="json"), path="summary", limits=self._work.settings.limits
+        )
         statement = (
             update(SESSIONS)
             .where(SESSIONS.c.id == id)

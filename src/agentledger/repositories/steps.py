@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from datetime import datetime
 from typing import Any, Literal, cast
 
-from sqlalchemy import Integer, Row, Table, bindparam, func, insert, select
+from sqlalchemy import Integer, Row, Table, bindparam, func, insert, literal, select
 
 from .._checks import bounded_int, checked_text, scope_value
 from .._concurrency import async_iterate, spawn
@@ -52,6 +52,15 @@ MAX_BATCH = 10_000
 """The most steps one append stores or one read returns."""
 _LOG = SeqLog(_STEPS, _READ, max_read=MAX_BATCH)
 _TOKEN_LIMIT = 2**63 - 1
+# Totals over many sessions pass 2**63 - 1, which SQLite's sum() refuses ("integer
+# overflow") and PostgreSQL and MariaDB hand back as numbers TokenUsage must take: each
+# counter is summed as its high and low 32 bits, which no sum of under 2**31 rows
+# overflows, and put back together exactly in Python, the same on every dialect.
+_SPLIT_SUMS = [
+    func.coalesce(func.sum(part), 0)
+    for name in ("input_tokens", "output_tokens", "total_tokens")
+    for part in (_STEPS.c[name].op(">>")(literal(32, Integer)), _STEPS.c[name].op("&")(0xFFFFFFFF))
+]
 _OF_SESSION = _STEPS.c.session_id == bindparam("id")
 _AFTER = _STEPS.c.seq > bindparam("after", type_=Integer())
 _PAGE = bindparam("n", type_=Integer())
@@ -223,6 +232,12 @@ class StepRepository(Repository):
         usage = _usage(checked)
         last = allocate_step_seqs(self._session, id, len(checked), usage, now)
         if last is None:
+            if session_exists(self._session, id):
+                raise ValidationError(
+                    f"session {id!r}: the steps would take its token totals past "
+                    f"2**63 - 1 (the most a BIGINT holds); nothing is stored",
+                    path="steps",
+                )
             raise NotFoundError(f"no session {id!r}: steps are not stored", id=id)
         first = last - len(checked) + 1
         records = [
@@ -376,11 +391,7 @@ class StepRepository(Repository):
         ``since`` and ``until`` bound the steps' ``started_at`` (``since <= t < until``).
         Only the three main counters are totalled; ``extra`` stays per step.
         """
-        query = select(
-            func.coalesce(func.sum(_STEPS.c.input_tokens), 0),
-            func.coalesce(func.sum(_STEPS.c.output_tokens), 0),
-            func.coalesce(func.sum(_STEPS.c.total_tokens), 0),
-        )
+        query = select(*_SPLIT_SUMS)
         if session_id is not None:
             query = query.where(_STEPS.c.session_id == validate_id(session_id))
         if user_id is not None:
@@ -388,15 +399,14 @@ class StepRepository(Repository):
                 _SESSIONS.c.user_id == scope_value(user_id, field="user_id")
             )
         if model is not None:
-            query = query.where(_STEPS.c.model == model)
+            query = query.where(_STEPS.c.model == checked_text(model, "model", max_length=255))
         if since is not None:
             query = query.where(_STEPS.c.started_at >= utc(since, field="since"))
         if until is not None:
             query = query.where(_STEPS.c.started_at < utc(until, field="until"))
-        totals = self._session.execute(query).one()
-        return TokenUsage(
-            input_tokens=int(totals[0]), output_tokens=int(totals[1]), total_tokens=int(totals[2])
-        )
+        sums = [int(value) for value in self._session.execute(query).one()]
+        totals = [(high << 32) + low for high, low in zip(sums[::2], sums[1::2], strict=True)]
+        return TokenUsage(input_tokens=totals[0], output_tokens=totals[1], total_tokens=totals[2])
 
     @operation(writes=False)
     def usage_by(
