@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, TypeVar
 
@@ -438,7 +438,7 @@ class AsyncLedgerSaver(_Codec):
         self._seen()
         await self._threads.prune(thread_ids, strategy=_strategy(strategy))
 
-    def _wait(self, call: Any) -> Any:
+    def _wait(self, call: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
         loop = self._loop
         try:
             running = asyncio.get_running_loop()
@@ -449,11 +449,11 @@ class AsyncLedgerSaver(_Codec):
                 "AsyncLedgerSaver's sync methods run on its event loop from another thread; "
                 "await its async methods (aget_tuple, alist, aput...) instead"
             )
-        return asyncio.run_coroutine_threadsafe(call, loop).result()
+        return asyncio.run_coroutine_threadsafe(call(), loop).result()
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """``aget_tuple`` from another thread than the event loop's."""
-        result: CheckpointTuple | None = self._wait(self.aget_tuple(config))
+        result: CheckpointTuple | None = self._wait(lambda: self.aget_tuple(config))
         return result
 
     def list(
@@ -471,7 +471,7 @@ class AsyncLedgerSaver(_Codec):
                 item async for item in self.alist(config, filter=filter, before=before, limit=limit)
             ]
 
-        yield from self._wait(read())
+        yield from self._wait(read)
 
     def put(
         self,
@@ -481,7 +481,9 @@ class AsyncLedgerSaver(_Codec):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """``aput`` from another thread than the event loop's."""
-        result: RunnableConfig = self._wait(self.aput(config, checkpoint, metadata, new_versions))
+        result: RunnableConfig = self._wait(
+            lambda: self.aput(config, checkpoint, metadata, new_versions)
+        )
         return result
 
     def put_writes(
@@ -492,23 +494,23 @@ class AsyncLedgerSaver(_Codec):
         task_path: str = "",
     ) -> None:
         """``aput_writes`` from another thread than the event loop's."""
-        self._wait(self.aput_writes(config, writes, task_id, task_path))
+        self._wait(lambda: self.aput_writes(config, writes, task_id, task_path))
 
     def delete_thread(self, thread_id: str) -> None:
         """``adelete_thread`` from another thread than the event loop's."""
-        self._wait(self.adelete_thread(thread_id))
+        self._wait(lambda: self.adelete_thread(thread_id))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """``adelete_for_runs`` from another thread than the event loop's."""
-        self._wait(self.adelete_for_runs(run_ids))
+        self._wait(lambda: self.adelete_for_runs(run_ids))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """``acopy_thread`` from another thread than the event loop's."""
-        self._wait(self.acopy_thread(source_thread_id, target_thread_id))
+        self._wait(lambda: self.acopy_thread(source_thread_id, target_thread_id))
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """``aprune`` from another thread than the event loop's."""
-        self._wait(self.aprune(thread_ids, strategy=strategy))
+        self._wait(lambda: self.aprune(thread_ids, strategy=strategy))
 
 
 def _strategy(value: str) -> PruneStrategy:
