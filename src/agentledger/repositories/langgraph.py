@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-from sqlalchemy import ColumnElement, Table, and_, delete, func, literal, or_, select, tuple_
+from sqlalchemy import ColumnElement, Table, and_, bindparam, delete, func, literal, select, tuple_
 from sqlalchemy import update as sql_update
 
 from .._checks import bounded_int, checked_text
@@ -49,6 +49,47 @@ BLOBS = cast(Table, AgentLangGraphBlob.__table__)
 WRITES = cast(Table, AgentLangGraphWrite.__table__)
 PAGE = 100
 """Checkpoints read per query by ``list`` (one transaction each)."""
+_BY_KEY = and_(
+    SESSIONS.c.external_key_hash == bindparam("hash"), SESSIONS.c.external_key == bindparam("key")
+)
+_SESSION_OF = select(SESSIONS.c.id).where(_BY_KEY)
+_TOUCH = (
+    sql_update(SESSIONS)
+    .where(SESSIONS.c.id == bindparam("session"))
+    .values(updated_at=bindparam("now"))
+)
+_ROW = select(
+    SESSIONS.c.external_key.label("thread_id"),
+    CHECKPOINTS.c.session_id,
+    CHECKPOINTS.c.checkpoint_ns,
+    CHECKPOINTS.c.checkpoint_id,
+    CHECKPOINTS.c.parent_checkpoint_id,
+    CHECKPOINTS.c.type,
+    CHECKPOINTS.c.checkpoint,
+    CHECKPOINTS.c.channel_versions,
+    CHECKPOINTS.c.metadata,
+).join(SESSIONS, SESSIONS.c.id == CHECKPOINTS.c.session_id)
+_IN_NAMESPACE = _ROW.where(_BY_KEY, CHECKPOINTS.c.checkpoint_ns == bindparam("ns"))
+_LATEST = _IN_NAMESPACE.order_by(CHECKPOINTS.c.checkpoint_id.desc()).limit(1)
+_ONE = _IN_NAMESPACE.where(CHECKPOINTS.c.checkpoint_id == bindparam("id"))
+_VALUES = select(BLOBS.c.channel, BLOBS.c.version, BLOBS.c.type, BLOBS.c.blob).where(
+    BLOBS.c.session_id == bindparam("session_id"),
+    BLOBS.c.checkpoint_ns == bindparam("ns"),
+    tuple_(BLOBS.c.channel, BLOBS.c.version).in_(bindparam("pairs", expanding=True)),
+    BLOBS.c.type != "empty",
+)
+_WRITES_OF = select(
+    WRITES.c.task_id,
+    WRITES.c.idx,
+    WRITES.c.channel,
+    WRITES.c.type,
+    WRITES.c.blob,
+    WRITES.c.task_path,
+).where(
+    WRITES.c.session_id == bindparam("session_id"),
+    WRITES.c.checkpoint_ns == bindparam("ns"),
+    WRITES.c.checkpoint_id == bindparam("id"),
+)
 
 Typed = tuple[str, bytes]
 """A value as LangGraph's serializer gives it: ``(type tag, bytes)``."""
@@ -154,13 +195,22 @@ class LangGraphRepository(Repository):
         key = checked_text(thread_id, "thread_id", max_length=MAX_EXTERNAL_KEY_LENGTH)
         return external_key_hash(self.app_name, self.user_id, key), key
 
+    def _key_params(self, thread_id: object) -> dict[str, str]:
+        digest, key = self._key(thread_id)
+        return {"hash": digest, "key": key}
+
     def _by_key(self, thread_id: str) -> ColumnElement[bool]:
         digest, key = self._key(thread_id)
         return and_(SESSIONS.c.external_key_hash == digest, SESSIONS.c.external_key == key)
 
     def _session_of(self, thread_id: str) -> str | None:
-        query = select(SESSIONS.c.id).where(self._by_key(thread_id))
-        return self._session.execute(query).scalar_one_or_none()
+        found = self._connection().execute(_SESSION_OF, self._key_params(thread_id))
+        session_id: str | None = found.scalar_one_or_none()
+        return session_id
+
+    def _connection(self) -> Any:
+        # Prebuilt Core statements on the unit of work's connection: no ORM in the way.
+        return self._session.connection()
 
     def _thread_session(self, thread_id: str) -> str:
         """The id of the thread's session, created if need be, its ``updated_at`` set to
@@ -168,10 +218,8 @@ class LangGraphRepository(Repository):
         now = self._work.settings.now()
         found = self._session_of(thread_id)
         if found is not None:
-            touched = self._session.execute(
-                sql_update(SESSIONS).where(SESSIONS.c.id == found).values(updated_at=now)
-            )
-            if touched.rowcount == 1:  # type: ignore[attr-defined]
+            touched = self._connection().execute(_TOUCH, {"session": found, "now": now})
+            if touched.rowcount == 1:
                 return found
         sessions = SessionRepository(self._work)
         record, _ = sessions.get_or_create_by_key(
@@ -326,14 +374,12 @@ class LangGraphRepository(Repository):
         """The checkpoint ``checkpoint_id`` of the thread's namespace, or its newest when
         None; None when there is none. Three indexed queries, whatever the thread's
         length."""
-        query = self._select().where(
-            self._by_key(thread_id), CHECKPOINTS.c.checkpoint_ns == _namespace(checkpoint_ns)
-        )
+        params: dict[str, Any] = self._key_params(thread_id)
+        params["ns"] = _namespace(checkpoint_ns)
         if checkpoint_id is not None:
-            query = query.where(CHECKPOINTS.c.checkpoint_id == _checkpoint_id(checkpoint_id))
-        else:
-            query = query.order_by(CHECKPOINTS.c.checkpoint_id.desc()).limit(1)
-        rows = self._session.execute(query).all()
+            params["id"] = _checkpoint_id(checkpoint_id)
+        query = _LATEST if checkpoint_id is None else _ONE
+        rows = self._connection().execute(query, params).all()
         found = self._assemble(rows)
         return found[0] if found else None
 
@@ -448,17 +494,7 @@ class LangGraphRepository(Repository):
         return and_(app, user, SESSIONS.c.external_key.is_not(None))
 
     def _select(self) -> Any:
-        return select(
-            SESSIONS.c.external_key.label("thread_id"),
-            CHECKPOINTS.c.session_id,
-            CHECKPOINTS.c.checkpoint_ns,
-            CHECKPOINTS.c.checkpoint_id,
-            CHECKPOINTS.c.parent_checkpoint_id,
-            CHECKPOINTS.c.type,
-            CHECKPOINTS.c.checkpoint,
-            CHECKPOINTS.c.channel_versions,
-            CHECKPOINTS.c.metadata,
-        ).join(SESSIONS, SESSIONS.c.id == CHECKPOINTS.c.session_id)
+        return _ROW
 
     def _metadata(self, row: Any) -> dict[str, Any]:
         value = row.metadata
@@ -522,54 +558,38 @@ class LangGraphRepository(Repository):
         by_place: dict[tuple[str, str], builtins.list[tuple[str, str]]] = {}
         for session_id, ns, channel, version in wanted:
             by_place.setdefault((session_id, ns), []).append((channel, version))
-        condition = or_(
-            *(
-                and_(
-                    BLOBS.c.session_id == session_id,
-                    BLOBS.c.checkpoint_ns == ns,
-                    tuple_(BLOBS.c.channel, BLOBS.c.version).in_(pairs),
-                )
-                for (session_id, ns), pairs in by_place.items()
-            )
-        )
-        query = select(
-            BLOBS.c.session_id,
-            BLOBS.c.checkpoint_ns,
-            BLOBS.c.channel,
-            BLOBS.c.version,
-            BLOBS.c.type,
-            BLOBS.c.blob,
-        ).where(condition, BLOBS.c.type != "empty")
-        return {
-            (row.session_id, row.checkpoint_ns, row.channel, row.version): (
-                row.type,
-                bytes(row.blob),
-            )
-            for row in self._session.execute(query)
-        }
+        found: dict[tuple[str, str, str, str], Typed] = {}
+        for (session_id, ns), pairs in by_place.items():
+            params = {"session_id": session_id, "ns": ns, "pairs": sorted(pairs)}
+            for row in self._connection().execute(_VALUES, params):
+                found[(session_id, ns, row.channel, row.version)] = (row.type, bytes(row.blob))
+        return found
 
     def _writes(
         self, rows: Sequence[Any]
     ) -> dict[tuple[str, str, str], builtins.list[StoredWrite]]:
-        keys = {(row.session_id, row.checkpoint_ns, row.checkpoint_id) for row in rows}
-        query = select(
-            WRITES.c.session_id,
-            WRITES.c.checkpoint_ns,
-            WRITES.c.checkpoint_id,
-            WRITES.c.task_id,
-            WRITES.c.idx,
-            WRITES.c.channel,
-            WRITES.c.type,
-            WRITES.c.blob,
-            WRITES.c.task_path,
-        ).where(
-            tuple_(WRITES.c.session_id, WRITES.c.checkpoint_ns, WRITES.c.checkpoint_id).in_(
-                sorted(keys)
-            )
-        )
+        keys = sorted({(row.session_id, row.checkpoint_ns, row.checkpoint_id) for row in rows})
         found: dict[tuple[str, str, str], builtins.list[StoredWrite]] = {}
-        for row in self._session.execute(query):
-            found.setdefault((row.session_id, row.checkpoint_ns, row.checkpoint_id), []).append(
+        if len(keys) == 1:
+            (key,) = keys
+            params = {"session_id": key[0], "ns": key[1], "id": key[2]}
+            stored = [(key, row) for row in self._connection().execute(_WRITES_OF, params)]
+        else:
+            condition = tuple_(
+                WRITES.c.session_id, WRITES.c.checkpoint_ns, WRITES.c.checkpoint_id
+            ).in_(keys)
+            every = select(
+                WRITES.c.session_id,
+                WRITES.c.checkpoint_ns,
+                WRITES.c.checkpoint_id,
+                *_WRITES_OF.selected_columns,
+            ).where(condition)
+            stored = [
+                ((row.session_id, row.checkpoint_ns, row.checkpoint_id), row)
+                for row in self._connection().execute(every)
+            ]
+        for key, row in stored:
+            found.setdefault(key, []).append(
                 StoredWrite(
                     task_id=row.task_id,
                     channel=row.channel,
