@@ -457,3 +457,24 @@ def json_key_equals(
             return and_(func.json_type(extracted) == "STRING", unquoted == value)
         return and_(func.json_type(extracted) == "INTEGER", extracted == value)
     return None
+
+
+def touch_session_by_key(session: Session, key_hash: str, key: str, now: datetime) -> str | None:
+    """Set ``updated_at`` of the session with external key ``key`` (its scope's hash
+    ``key_hash``) to ``now`` and return its id; None when there is none.
+
+    PostgreSQL and SQLite do both in one ``UPDATE ... RETURNING``; MariaDB/MySQL, which
+    have no UPDATE RETURNING, read the id first, then update it by id.
+    """
+    table = cast(Table, AgentSession.__table__)
+    by_key = (table.c.external_key_hash == key_hash) & (table.c.external_key == key)
+    if session.connection().dialect.update_returning:
+        statement = update(table).where(by_key).values(updated_at=now).returning(table.c.id)
+        found: str | None = session.connection().execute(statement).scalar_one_or_none()
+        return found
+    row = session.connection().execute(select(table.c.id).where(by_key)).first()
+    if row is None:
+        return None
+    found = str(row[0])
+    session.connection().execute(update(table).where(table.c.id == found).values(updated_at=now))
+    return found

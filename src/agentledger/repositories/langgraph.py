@@ -21,11 +21,10 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from sqlalchemy import ColumnElement, Table, and_, bindparam, delete, func, literal, select, tuple_
-from sqlalchemy import update as sql_update
 
 from .._checks import bounded_int, checked_text
 from .._concurrency import async_iterate, spawn
-from .._dialects import insert_missing, json_key_equals, upsert_rows
+from .._dialects import insert_missing, json_key_equals, touch_session_by_key, upsert_rows
 from .._json import check_json, decode_json
 from .._translate import duplicate_as
 from ..errors import ConflictError, ValidationError
@@ -53,11 +52,6 @@ _BY_KEY = and_(
     SESSIONS.c.external_key_hash == bindparam("hash"), SESSIONS.c.external_key == bindparam("key")
 )
 _SESSION_OF = select(SESSIONS.c.id).where(_BY_KEY)
-_TOUCH = (
-    sql_update(SESSIONS)
-    .where(SESSIONS.c.id == bindparam("session"))
-    .values(updated_at=bindparam("now"))
-)
 _ROW = select(
     SESSIONS.c.external_key.label("thread_id"),
     CHECKPOINTS.c.session_id,
@@ -216,11 +210,10 @@ class LangGraphRepository(Repository):
         """The id of the thread's session, created if need be, its ``updated_at`` set to
         now (retention rules see an active thread as active)."""
         now = self._work.settings.now()
-        found = self._session_of(thread_id)
+        digest, key = self._key(thread_id)
+        found = touch_session_by_key(self._session, digest, key, now)
         if found is not None:
-            touched = self._connection().execute(_TOUCH, {"session": found, "now": now})
-            if touched.rowcount == 1:
-                return found
+            return found
         sessions = SessionRepository(self._work)
         record, _ = sessions.get_or_create_by_key(
             thread_id,
