@@ -20,7 +20,19 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-from sqlalchemy import ColumnElement, Table, and_, bindparam, delete, func, literal, select, tuple_
+from sqlalchemy import (
+    ColumnElement,
+    Table,
+    Text,
+    and_,
+    bindparam,
+    delete,
+    func,
+    literal,
+    select,
+    tuple_,
+    union_all,
+)
 
 from .._checks import bounded_int, checked_text
 from .._concurrency import async_iterate, spawn
@@ -84,6 +96,36 @@ _WRITES_OF = select(
     WRITES.c.checkpoint_ns == bindparam("ns"),
     WRITES.c.checkpoint_id == bindparam("id"),
 )
+_PARTS_OF_ONE = union_all(
+    select(
+        literal("value").label("part"),
+        BLOBS.c.channel,
+        BLOBS.c.version.label("name"),
+        literal(0).label("idx"),
+        BLOBS.c.type,
+        BLOBS.c.blob,
+        literal("", Text()).label("task_path"),
+    ).where(
+        BLOBS.c.session_id == bindparam("session_id"),
+        BLOBS.c.checkpoint_ns == bindparam("ns"),
+        tuple_(BLOBS.c.channel, BLOBS.c.version).in_(bindparam("pairs", expanding=True)),
+        BLOBS.c.type != "empty",
+    ),
+    select(
+        literal("write").label("part"),
+        WRITES.c.channel,
+        WRITES.c.task_id.label("name"),
+        WRITES.c.idx,
+        WRITES.c.type,
+        WRITES.c.blob,
+        WRITES.c.task_path,
+    ).where(
+        WRITES.c.session_id == bindparam("session_id"),
+        WRITES.c.checkpoint_ns == bindparam("ns"),
+        WRITES.c.checkpoint_id == bindparam("id"),
+    ),
+)
+"""One checkpoint's channel values and pending writes in one query (one round trip)."""
 
 Typed = tuple[str, bytes]
 """A value as LangGraph's serializer gives it: ``(type tag, bytes)``."""
@@ -127,6 +169,10 @@ class StoredCheckpoint:
     """Channel -> serialized value, for the channels that have one."""
     pending_writes: list[StoredWrite]
     """The writes pending on it, in LangGraph's order (task path, task id, index)."""
+
+
+_Values = dict[tuple[str, str, str, str], Typed]
+_Writes = dict[tuple[str, str, str], list[StoredWrite]]
 
 
 @dataclass(frozen=True)
@@ -505,8 +551,10 @@ class LangGraphRepository(Repository):
         for the values of all of them, one for their writes."""
         if not rows:
             return []
-        values = self._values(rows)
-        writes = self._writes(rows)
+        if len(rows) == 1:
+            values, writes = self._parts_of_one(rows[0])
+        else:
+            values, writes = self._values(rows), self._writes(rows)
         result = []
         for row in rows:
             versions = row.channel_versions
@@ -533,6 +581,42 @@ class LangGraphRepository(Repository):
                 )
             )
         return result
+
+    def _parts_of_one(
+        self, row: Any
+    ) -> tuple[
+        dict[tuple[str, str, str, str], Typed],
+        dict[tuple[str, str, str], builtins.list[StoredWrite]],
+    ]:
+        versions = row.channel_versions
+        if isinstance(versions, str):
+            versions = decode_json(
+                versions, table=CHECKPOINTS.name, key=row.checkpoint_id, column="versions"
+            )
+        place = (row.session_id, row.checkpoint_ns)
+        params = {
+            "session_id": row.session_id,
+            "ns": row.checkpoint_ns,
+            "id": row.checkpoint_id,
+            "pairs": sorted(versions.items()),
+        }
+        values: dict[tuple[str, str, str, str], Typed] = {}
+        writes: builtins.list[StoredWrite] = []
+        for part in self._connection().execute(_PARTS_OF_ONE, params):
+            if part.part == "value":
+                values[(*place, part.channel, part.name)] = (part.type, bytes(part.blob))
+            else:
+                writes.append(
+                    StoredWrite(
+                        task_id=part.name,
+                        channel=part.channel,
+                        value=(part.type, bytes(part.blob)),
+                        task_path=part.task_path,
+                        idx=part.idx,
+                    )
+                )
+        writes.sort(key=lambda write: (write.task_path, write.task_id, write.idx))
+        return values, {(*place, row.checkpoint_id): writes}
 
     def _values(self, rows: Sequence[Any]) -> dict[tuple[str, str, str, str], Typed]:
         wanted: set[tuple[str, str, str, str]] = set()
