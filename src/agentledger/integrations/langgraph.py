@@ -38,6 +38,7 @@ from langgraph.checkpoint.base import (
     get_checkpoint_metadata,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from sqlalchemy.engine import URL
 
 from ..errors import UsageError
 from ..ledger import AsyncLedger, Ledger
@@ -201,7 +202,7 @@ class LedgerSaver(_Codec):
 
     @classmethod
     @contextmanager
-    def from_url(cls, url: str, **options: Any) -> Iterator[LedgerSaver]:
+    def from_url(cls, url: str | URL, **options: Any) -> Iterator[LedgerSaver]:
         """A saver on a ledger of its own at ``url``, closed on leaving the block (its
         schema must be at head: ``agentledger db upgrade``, or ``saver.setup()``)."""
         with Ledger(url) as ledger:
@@ -359,7 +360,7 @@ class AsyncLedgerSaver(_Codec):
 
     @classmethod
     @asynccontextmanager
-    async def from_url(cls, url: str, **options: Any) -> AsyncIterator[AsyncLedgerSaver]:
+    async def from_url(cls, url: str | URL, **options: Any) -> AsyncIterator[AsyncLedgerSaver]:
         """A saver on a ledger of its own at ``url``, closed on leaving the block (its
         schema must be at head: ``agentledger db upgrade``, or ``await saver.setup()``)."""
         async with AsyncLedger(url) as ledger:
