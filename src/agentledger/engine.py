@@ -22,13 +22,14 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine import URL, Dialect, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry, PoolResetState
 
@@ -465,3 +466,22 @@ def pgbouncer_engine_options(*, asynchronous: bool) -> dict[str, Any]:
             }
         }
     return {"connect_args": {"prepare_threshold": None}}
+
+
+def repair_aiomysql_bytes(dialect: Dialect) -> None:
+    """Make aiomysql send bytes parameters again (LangGraph's values are bytes).
+
+    aiomysql 0.3 escapes bytes with PyMySQL's ``escape_bytes_prefixed``, which PyMySQL
+    1.1.1 replaced by a placeholder string kept only so that aiomysql still imports
+    (PyMySQL issue 1274): every bytes parameter then fails with ``TypeError: 'str' object
+    is not callable``. This puts back the function PyMySQL had, on first use of an
+    aiomysql engine; other drivers are left alone.
+    """
+    # The dialect imported aiomysql when it loaded its DBAPI: nothing to import here.
+    module = sys.modules.get("aiomysql.connection") if dialect.driver == "aiomysql" else None
+    if module is not None and isinstance(getattr(module, "escape_bytes_prefixed", None), str):
+        module.escape_bytes_prefixed = _escape_bytes_prefixed  # type: ignore[attr-defined]
+
+
+def _escape_bytes_prefixed(value: bytes) -> str:
+    return f"_binary X'{value.hex()}'"

@@ -178,7 +178,8 @@ def test_export_to_a_file_says_what_it_wrote(
 
     out, err = capsys.readouterr()
     assert out == (
-        "exported 3 sessions, 3 messages, 3 steps, 1 grant, 1 checkpoint, 0 app_states, "
+        "exported 3 sessions, 3 messages, 3 steps, 1 grant, 1 checkpoint, "
+        "0 langgraph_checkpoints, 0 langgraph_blobs, 0 langgraph_writes, 0 app_states, "
         f"0 user_states to {file}\n"
     )
     assert err == ""  # no progress: stderr is not a terminal

@@ -17,6 +17,10 @@ This module is the one home of column-type dialect differences:
   others already hold UTC.
 - ``BigIntId``: a BIGINT primary key does not autoincrement on SQLite; INTEGER does
   (and is 64-bit there anyway).
+- ``OrderedIdentifier``: an identifier that is also sorted on (LangGraph's checkpoint
+  ids): byte order everywhere, so PostgreSQL's "C" collation (a database's default
+  collation may sort by locale).
+- ``Binary``: bytes; LONGBLOB on MariaDB/MySQL, whose BLOB stops at 64 KiB.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Date, DateTime, Integer, String, Text
+from sqlalchemy import JSON, BigInteger, Date, DateTime, Integer, LargeBinary, String, Text
 from sqlalchemy.dialects import mysql, postgresql
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.compiler import compiles
@@ -75,6 +79,23 @@ def Identifier(length: int) -> TypeEngine[str]:
     return String(length).with_variant(
         mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_bin"), *MYSQL_DIALECTS
     )
+
+
+def OrderedIdentifier(length: int) -> TypeEngine[str]:
+    """An identifier compared and sorted byte for byte: binary collation on MariaDB/MySQL,
+    the "C" collation on PostgreSQL (listings order by it)."""
+    return (
+        String(length)
+        .with_variant(
+            mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_bin"), *MYSQL_DIALECTS
+        )
+        .with_variant(postgresql.VARCHAR(length, collation="C"), "postgresql")
+    )
+
+
+def Binary() -> TypeEngine[bytes]:
+    """Bytes of any size: BYTEA on PostgreSQL, BLOB on SQLite, LONGBLOB on MariaDB/MySQL."""
+    return LargeBinary().with_variant(mysql.LONGBLOB(), *MYSQL_DIALECTS)
 
 
 class TextAffinityJSON(JSON):

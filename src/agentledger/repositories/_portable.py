@@ -9,11 +9,15 @@ Not carried: surrogate keys (``id`` of messages, steps and grants: database-loca
 meaningless elsewhere), ``capability_hash`` and ``external_key_hash`` (derived from the
 capability, and from a session's scope and key). Rows are matched on their natural keys
 instead: a session's id, (session, seq), a checkpoint's ref, (session, capability), an
-app state's app_name, a user state's (app_name, user_id).
+app state's app_name, a user state's (app_name, user_id), and for LangGraph's tables
+their primary keys. Binary columns (LangGraph's serialized values) travel as base64
+text in a file and as bytes in a copy.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,6 +29,7 @@ from sqlalchemy import (
     Column,
     ColumnElement,
     Integer,
+    LargeBinary,
     Row,
     Table,
     select,
@@ -40,6 +45,9 @@ from ..models import (
     AgentAppState,
     AgentCheckpoint,
     AgentGrant,
+    AgentLangGraphBlob,
+    AgentLangGraphCheckpoint,
+    AgentLangGraphWrite,
     AgentMessage,
     AgentSession,
     AgentStep,
@@ -61,8 +69,9 @@ _NON_EMPTY = {"capability", "app_name", "user_id", "external_key"}
 _REF_COLUMNS = {"ref", "parent_ref", "latest_checkpoint_ref"}
 _MAX_REF = 64
 _TEXT_LIMITS = Limits(max_value_bytes=2**31 - 1)
-_SIGNED = {"step_index"}
-"""Integer columns that may hold a negative number (a harness numbers its own steps)."""
+_SIGNED = {"step_index", "idx"}
+"""Integer columns that may hold a negative number: a harness numbers its own steps,
+and LangGraph's special writes (an error, an interrupt, a resume) have negative idx."""
 _RECORD_COLUMNS: dict[str, type[Record]] = {
     "session.last_run": RunSummary,
     "checkpoint.payload": CheckpointPayload,
@@ -176,7 +185,36 @@ USER_STATE = _spec(
     order=("app_name", "user_id"),
     objects=("state",),
 )
-SESSION_SPECS: tuple[TableSpec, ...] = (SESSIONS, MESSAGES, STEPS, GRANTS, CHECKPOINTS)
+_LG_PLACE = ("session_id", "checkpoint_ns")
+LANGGRAPH_CHECKPOINTS = _spec(
+    "langgraph_checkpoint",
+    AgentLangGraphCheckpoint,
+    key=(*_LG_PLACE, "checkpoint_id"),
+    order=(*_LG_PLACE, "checkpoint_id"),
+    objects=("channel_versions", "metadata"),
+)
+LANGGRAPH_BLOBS = _spec(
+    "langgraph_blob",
+    AgentLangGraphBlob,
+    key=(*_LG_PLACE, "channel", "version"),
+    order=(*_LG_PLACE, "channel", "version"),
+)
+LANGGRAPH_WRITES = _spec(
+    "langgraph_write",
+    AgentLangGraphWrite,
+    key=(*_LG_PLACE, "checkpoint_id", "task_id", "idx"),
+    order=(*_LG_PLACE, "checkpoint_id", "task_id", "idx"),
+)
+SESSION_SPECS: tuple[TableSpec, ...] = (
+    SESSIONS,
+    MESSAGES,
+    STEPS,
+    GRANTS,
+    CHECKPOINTS,
+    LANGGRAPH_CHECKPOINTS,
+    LANGGRAPH_BLOBS,
+    LANGGRAPH_WRITES,
+)
 """Sessions and the tables that hang off them, parents first."""
 CHILDREN: tuple[TableSpec, ...] = SESSION_SPECS[1:]
 SCOPED: tuple[TableSpec, ...] = (APP_STATE, USER_STATE)
@@ -195,7 +233,9 @@ def from_database(spec: TableSpec, row: Row[Any]) -> dict[str, Any]:
     values = {}
     for column in spec.columns:
         value = raw[column.name]
-        if _is_json(column):
+        if isinstance(value, memoryview | bytearray):
+            value = bytes(value)
+        elif _is_json(column):
             value = decode_json(
                 value,
                 table=spec.table.name,
@@ -211,7 +251,11 @@ def to_file(spec: TableSpec, row: dict[str, Any]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for column in spec.columns:
         value = row[column.name]
-        result[column.name] = format_time(value) if isinstance(value, datetime) else value
+        if isinstance(value, datetime):
+            value = format_time(value)
+        elif isinstance(value, bytes):
+            value = base64.b64encode(value).decode("ascii")
+        result[column.name] = value
     return result
 
 
@@ -292,6 +336,8 @@ def _check_for(spec: TableSpec, column: Column[Any]) -> _Check:
         return json_check if record is None else _record_check(label, json_check, record)
     if isinstance(column.type, UTCDateTime):
         inner: _Check = _time_check(label)
+    elif isinstance(column.type, LargeBinary):
+        inner = _bytes_check(label)
     elif isinstance(column.type, Integer):
         bound = _INT64 if isinstance(column.type, BigInteger) else _INT32
         inner = _int_check(label, bound, low=-bound if name in _SIGNED else 0)
@@ -315,6 +361,20 @@ def _time_check(label: str) -> _Check:
         if type(value) is datetime and value.tzinfo is UTC:
             return value
         return parse_time(value, where=f"{where}: {label}")
+
+    return check
+
+
+def _bytes_check(label: str) -> _Check:
+    def check(value: Any, where: str, _limits: Limits) -> bytes:
+        if type(value) is bytes:
+            return value
+        if type(value) is str:
+            try:
+                return base64.b64decode(value.encode("ascii"), validate=True)
+            except (binascii.Error, UnicodeEncodeError):
+                pass
+        raise ValidationError(f"{where}: {label} must be base64 text, got {type(value).__name__}")
 
     return check
 
