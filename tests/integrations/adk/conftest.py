@@ -6,7 +6,7 @@ backend gets a fresh private store per test.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -26,17 +26,21 @@ _MARKS = {
 ASYNC_BACKENDS = [b for b in BACKENDS if b.contract and b.async_driver is not None]
 
 
-def backend_params(*, multiprocess: bool = False) -> list[Any]:
-    """``pytest.param`` per async backend (only those separate processes can share when
-    ``multiprocess``), each with its dialect's marker."""
+SHARED_BACKENDS = [
+    next(b for b in ASYNC_BACKENDS if b.dialect == dialect and b.multiprocess) for dialect in _MARKS
+]
+"""One backend per dialect that separate processes can share (a file, a server)."""
+
+
+def backend_params(backends: list[Backend]) -> list[Any]:
+    """``pytest.param`` per backend, each with its dialect's marker."""
     return [
         pytest.param(backend, id=backend.name, marks=_MARKS[backend.dialect])
-        for backend in ASYNC_BACKENDS
-        if backend.multiprocess or not multiprocess
+        for backend in backends
     ]
 
 
-@pytest.fixture(params=backend_params())
+@pytest.fixture(params=backend_params(ASYNC_BACKENDS))
 async def ledger(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[AsyncLedger]:
@@ -60,3 +64,16 @@ async def ledger(
 @pytest.fixture
 def service(ledger: AsyncLedger) -> LedgerSessionService:
     return LedgerSessionService(ledger)
+
+
+@pytest.fixture(params=backend_params(SHARED_BACKENDS))
+def shared_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """The async URL of a migrated database other processes can open too."""
+    backend: Backend = request.param
+    base = migrated_once(backend.dialect, tmp_path_factory)
+    try:
+        yield backend.url_for(base, "async").render_as_string(hide_password=False)
+    finally:
+        empty_tables(base)
