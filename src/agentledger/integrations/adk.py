@@ -18,6 +18,7 @@ Needs the ``adk`` extra (``google-adk`` 2.x). ``register()`` adds the
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from types import TracebackType
@@ -67,6 +68,8 @@ SCHEMES: Final = (
 )
 """The URI schemes ``register`` adds to ADK's service registry."""
 _PAGE: Final = 1000
+_KNOWN: Final = 1024
+"""How many session records a service keeps by revision marker, the newest used."""
 _STALE = (
     "the session has been modified in storage since it was loaded; reload it "
     "(get_session) before appending more events"
@@ -101,6 +104,10 @@ def _marker(record: SessionRecord) -> str:
     """The revision marker of a stored session: its id (a session deleted and created
     again under the same ADK id is another one) and revision."""
     return f"{record.id}@{record.revision}"
+
+
+def _key_of(record: SessionRecord) -> tuple[str | None, str | None, str | None]:
+    return record.app_name, record.user_id, record.external_key
 
 
 def _time(timestamp: float) -> datetime:
@@ -161,6 +168,16 @@ class LedgerSessionService(BaseSessionService):
                 f"{type(ledger).__name__}",
                 path="ledger",
             )
+        # The records the session objects handed out were read at, by marker: an append
+        # from one of them needs no read first (its revision check is the UPDATE's).
+        self._known: OrderedDict[str, SessionRecord] = OrderedDict()
+
+    def _remember(self, record: SessionRecord) -> None:
+        marker = _marker(record)
+        self._known[marker] = record
+        self._known.move_to_end(marker)
+        if len(self._known) > _KNOWN:
+            self._known.popitem(last=False)
 
     async def close(self) -> None:
         """Close the ledger if this service made it (from a URL); a borrowed one is left."""
@@ -211,6 +228,7 @@ class LedgerSessionService(BaseSessionService):
             last_update_time=record.updated_at.timestamp(),
         )
         session._storage_update_marker = _marker(record)
+        self._remember(record)
         return session
 
     async def create_session(
@@ -368,6 +386,11 @@ class LedgerSessionService(BaseSessionService):
         }
         message = _message_of(event, stored_delta)
         own, app_delta, user_delta = _scoped(stored_delta)
+        deltas = {
+            "state_delta": _delta(own),
+            "app_state_delta": _delta(app_delta),
+            "user_state_delta": _delta(user_delta),
+        }
 
         async def append(uow: AsyncUnitOfWork) -> Appended:
             record = await self._find(uow, session.app_name, session.user_id, session.id)
@@ -375,15 +398,26 @@ class LedgerSessionService(BaseSessionService):
                 raise SessionNotFoundError(f"Session {session.id} not found.")
             if not await self._current(uow, record, session, message):
                 raise StaleSessionError(_STALE)
-            return await uow.messages.append(
-                record,
-                message,
-                state_delta=_delta(own),
-                app_state_delta=_delta(app_delta),
-                user_state_delta=_delta(user_delta),
-            )
+            return await uow.messages.append(record, message, **deltas)
 
-        appended = await self._run(append)
+        marker = session._storage_update_marker
+        known = self._known.get(marker) if marker is not None else None
+        if known is not None and _key_of(known) == (session.app_name, session.user_id, session.id):
+            # The record the session was read at: the append's versioned UPDATE is the
+            # whole check, in one ledger call.
+            try:
+                appended = await self.ledger.messages.append(known, message, **deltas)
+            except ConflictError as error:
+                if error.reason == "stale":
+                    raise StaleSessionError(_STALE) from error
+                if error.reason != "deleted":
+                    raise
+                appended = await self._run(append)  # deleted, or deleted and made again
+        else:
+            appended = await self._run(append)
+        if marker is not None:
+            self._known.pop(marker, None)
+        self._remember(appended.session)
         self._apply_temp_state(session, event)
         event = self._trim_temp_delta_state(event)
         self._commit_event_to_session(session, event)

@@ -402,6 +402,33 @@ async def test_a_superseded_session_object_raises_stale_and_stores_nothing(
     assert (await ledger.app_state.get(APP)).revision == 0
 
 
+async def test_a_session_read_through_another_service_is_checked_by_its_revision(
+    service: LedgerSessionService, ledger: AsyncLedger
+) -> None:
+    session = await created(service)
+    elsewhere = LedgerSessionService(ledger)  # another process's service, say
+    current = await reread(elsewhere, session)
+    superseded = await reread(elsewhere, session)
+    await service.append_event(current, event("accepted"))
+    with pytest.raises(StaleSessionError):
+        await service.append_event(superseded, event("refused"))
+    assert texts(await reread(service, session)) == ["accepted"]
+
+
+async def test_retrying_an_append_whose_outcome_was_unknown_stores_the_event_once(
+    service: LedgerSessionService,
+) -> None:
+    session = await created(service)
+    retried = event("once", delta={"n": 1})
+    before = session.model_copy(deep=True)  # what the caller held when the call failed
+    await service.append_event(session, retried)
+    await service.append_event(before, retried)
+    found = await reread(service, session)
+    assert texts(found) == ["once"] and found.state == {"n": 1}
+    await service.append_event(before, event("next"))
+    assert texts(await reread(service, session)) == ["once", "next"]
+
+
 async def test_a_session_object_of_a_deleted_and_recreated_id_is_stale(
     service: LedgerSessionService,
 ) -> None:
