@@ -139,6 +139,7 @@ async def run_database(dialect: str, url: URL, config: Config, seed: int) -> dic
         for name, service in services.items():
             operations[name] = _operations(service, await _seed(service, config))
         seeding = time.perf_counter() - started
+        print(f"{dialect}: seeded in {seeding:.0f} s", file=sys.stderr)
         shuffle = random.Random(seed)
         timings: dict[str, dict[str, list[float]]] = {}
         for op, timed in config.rounds.items():
