@@ -418,6 +418,8 @@ class LedgerSessionService(BaseSessionService):
         if marker is not None:
             self._known.pop(marker, None)
         self._remember(appended.session)
+        if any(seen.id == event.id for seen in session.events):
+            return event  # delivered again: stored once (its key), on the session once
         self._apply_temp_state(session, event)
         event = self._trim_temp_delta_state(event)
         self._commit_event_to_session(session, event)

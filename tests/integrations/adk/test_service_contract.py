@@ -429,6 +429,18 @@ async def test_retrying_an_append_whose_outcome_was_unknown_stores_the_event_onc
     assert texts(await reread(service, session)) == ["once", "next"]
 
 
+async def test_an_event_delivered_again_is_stored_and_applied_once(
+    service: LedgerSessionService, ledger: AsyncLedger
+) -> None:
+    session = await created(service)
+    again = event("once", delta={"app:count": 1})
+    await service.append_event(session, again)
+    await service.append_event(session, again)
+    assert texts(session) == ["once"]
+    assert texts(await reread(service, session)) == ["once"]
+    assert (await ledger.app_state.get(APP)).revision == 1
+
+
 async def test_a_session_object_of_a_deleted_and_recreated_id_is_stale(
     service: LedgerSessionService,
 ) -> None:
