@@ -59,37 +59,51 @@ FULL = Config(
     "full",
     events=1_000,
     sessions=2_000,
-    rounds={"append_event": 200, "get_all": 20, "get_last_20": 200, "list": 10},
+    rounds={
+        "append_event": 200,
+        "append_event_scoped": 200,
+        "get_all": 30,
+        "get_last_20": 200,
+        "list": 15,
+    },
 )
 QUICK = Config(
     "quick",
     events=40,
     sessions=30,
-    rounds={"append_event": 6, "get_all": 3, "get_last_20": 6, "list": 3},
+    rounds={
+        "append_event": 6,
+        "append_event_scoped": 6,
+        "get_all": 3,
+        "get_last_20": 6,
+        "list": 3,
+    },
 )
 LABELS = {
-    "append_event": "append_event (a model reply with a state delta)",
+    "append_event": "append_event, a model reply",
+    "append_event_scoped": "append_event, with session, user, app and temp state",
     "get_all": "get_session, all {events:,} events",
     "get_last_20": "get_session, last 20 of {events:,} events",
     "list": "list_sessions, {sessions:,} sessions of one user",
 }
 
 
-def _event(n: int) -> Event:
+def _event(n: int, *, scoped: bool = False) -> Event:
+    """A model reply; ``scoped``: with a state delta in every scope (a tool's, say)."""
     content = types.Content(role="model", parts=[types.Part(text=f"{n}: {REPLY}")])
-    delta = {"turn": n, "user:last_seen": n, "temp:scratch": n}
+    delta = {"turn": n, "user:last_seen": n, "app:replies": n, "temp:scratch": n}
     return Event(
         author="planner",
         invocation_id=f"inv-{n}",
         content=content,
-        actions=EventActions(state_delta=delta),
+        actions=EventActions(state_delta=delta if scoped else {}),
     )
 
 
 async def _seed(service: BaseSessionService, config: Config) -> dict[str, Session]:
     long = await service.create_session(app_name=APP, user_id=USER, session_id="long")
     for n in range(config.events):
-        await service.append_event(long, _event(n))
+        await service.append_event(long, _event(n, scoped=n % 10 == 0))
     for n in range(config.sessions):
         await service.create_session(app_name=LISTED_APP, user_id=USER, state={"n": n})
     appends = await service.create_session(app_name=APP, user_id=USER, session_id="appends")
@@ -105,6 +119,9 @@ def _operations(
     async def append() -> Any:
         return await service.append_event(seeded["appends"], _event(next(counter)))
 
+    async def append_scoped() -> Any:
+        return await service.append_event(seeded["appends"], _event(next(counter), scoped=True))
+
     async def get_all() -> Any:
         return await service.get_session(app_name=APP, user_id=USER, session_id="long")
 
@@ -118,7 +135,13 @@ def _operations(
     async def listing() -> Any:
         return await service.list_sessions(app_name=LISTED_APP, user_id=USER)
 
-    return {"append_event": append, "get_all": get_all, "get_last_20": get_last, "list": listing}
+    return {
+        "append_event": append,
+        "append_event_scoped": append_scoped,
+        "get_all": get_all,
+        "get_last_20": get_last,
+        "list": listing,
+    }
 
 
 async def run_database(dialect: str, url: URL, config: Config, seed: int) -> dict[str, Any]:

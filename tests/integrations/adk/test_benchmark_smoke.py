@@ -28,7 +28,7 @@ def test_the_quick_adk_benchmark_reports_every_operation_for_both_services(
     assert done.returncode == 0, done.stderr[-4000:]
     (result,) = json.loads((tmp_path / "adk.json").read_text())
     keys = [op["key"] for op in result["operations"]]
-    assert keys == ["append_event", "get_all", "get_last_20", "list"]
+    assert keys == ["append_event", "append_event_scoped", "get_all", "get_last_20", "list"]
     assert all(op["agentledger_ms"] > 0 and op["adk_ms"] > 0 for op in result["operations"])
     assert (
         "| SQLite (file) | list_sessions, 30 sessions of one user |"
