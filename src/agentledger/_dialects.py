@@ -206,6 +206,14 @@ def upsert_grant(session: Session, values: dict[str, Any]) -> None:
     )
 
 
+def missing_row_lock_is_safe(session: Session) -> bool:
+    """Whether a ``SELECT ... FOR UPDATE`` of a row that may be missing can come before
+    inserting it: on PostgreSQL and SQLite a missing row locks nothing, so a merge into an
+    existing row needs no INSERT attempt first; on MariaDB/MySQL it takes a gap lock, and
+    two such transactions deadlock on their INSERTs (see ``insert_if_absent``)."""
+    return session.connection().dialect.name in ("postgresql", "sqlite")
+
+
 def insert_if_absent(
     session: Session, table: Table, values: dict[str, Any], keys: tuple[str, ...]
 ) -> None:

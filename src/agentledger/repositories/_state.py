@@ -18,7 +18,7 @@ from sqlalchemy import Select, Table, and_, bindparam, delete, insert, select, u
 from sqlalchemy.orm import Session
 
 from .._checks import bounded_int, checked_text, text_problem
-from .._dialects import insert_if_absent
+from .._dialects import insert_if_absent, missing_row_lock_is_safe
 from .._json import Limits, check_object, decode_json
 from .._translate import duplicate_as
 from ..errors import ConflictError, CorruptRecordError, ValidationError
@@ -174,9 +174,14 @@ def merge(
     created first when absent) and bump the revision; an empty delta changes nothing."""
     if is_empty(delta):
         return read(session, kind, key)
-    values = {**kind.params(key), "state": {}, "revision": 0, "created_at": now, "updated_at": now}
-    insert_if_absent(session, kind.table, values, kind.keys)
-    current = read(session, kind, key, lock=True)
+    # A row that exists is locked by the read (one statement less); one that is absent
+    # is created first, in the statement concurrent creators cannot race.
+    current = read(session, kind, key, lock=True) if missing_row_lock_is_safe(session) else None
+    if current is None or current.created_at is None:
+        values = {**kind.params(key), "state": {}, "revision": 0}
+        values.update(created_at=now, updated_at=now)
+        insert_if_absent(session, kind.table, values, kind.keys)
+        current = read(session, kind, key, lock=True)
     state = applied(current.state, delta, path=path, limits=limits)
     # Under the row lock the revision cannot move; checked all the same (a versioned table).
     _update(session, kind, key, state, current.revision, now, _stale(kind, key, current.revision))
