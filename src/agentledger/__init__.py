@@ -9,6 +9,7 @@ from ._json import Limits
 from .engine import configure_sqlite_engine
 from .errors import (
     AgentLedgerError,
+    CommitUnknownError,
     ConflictError,
     CorruptRecordError,
     DatabaseError,
@@ -17,6 +18,8 @@ from .errors import (
     InvalidIdError,
     NotFoundError,
     PermissionDeniedError,
+    QueryCancelledError,
+    ResourceExhaustedError,
     SchemaError,
     UsageError,
     ValidationError,
@@ -74,6 +77,7 @@ __all__ = [
     "Checkpoint",
     "CheckpointInfo",
     "CheckpointPayload",
+    "CommitUnknownError",
     "ConflictError",
     "CorruptRecordError",
     "DatabaseError",
@@ -92,6 +96,8 @@ __all__ = [
     "PermissionDeniedError",
     "Popped",
     "PurgePolicy",
+    "QueryCancelledError",
+    "ResourceExhaustedError",
     "RunSummary",
     "SchemaError",
     "SessionOverview",

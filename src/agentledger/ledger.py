@@ -27,7 +27,7 @@ from ._concurrency import BLOCKING, GREENLET, Waits, async_context, await_, spaw
 from ._dialects import snapshot_read_options
 from ._json import Limits
 from ._probe import probe
-from ._retry import TRANSIENT_RETRIES, is_transient, retrying, should_retry
+from ._retry import TRANSIENT_RETRIES, retrying, should_retry, transient_or_replayable
 from ._translate import translated
 from .clock import Clock, system_clock
 from .engine import (
@@ -275,15 +275,23 @@ class Ledger:
 
     def _perform(self, writes: bool, call: Callable[[Work], R]) -> R:
         """Run one repository operation in a fresh transaction of its own, again after
-        a transient failure (a deadlock, a lock not granted, a stale statement cache)."""
+        a transient failure (a deadlock, a lock refused at once, a stale statement
+        cache), and after a commit of unknown outcome only when the operation said its
+        replay is harmless (``Work.replay_safe``)."""
         refuse_if_open(self._key)
+        replay_safe = False
 
         def attempt() -> R:
+            nonlocal replay_safe
             with self._new_work(writes=writes, session_factory=Session) as work:
-                return work._perform(writes, call)
+                try:
+                    return work._perform(writes, call)
+                finally:
+                    replay_safe = work.replay_safe
 
+        retry_on = transient_or_replayable(lambda: replay_safe)
         return retrying(
-            attempt, retries=TRANSIENT_RETRIES, retry_on=is_transient, sleep=self._waits.sleep
+            attempt, retries=TRANSIENT_RETRIES, retry_on=retry_on, sleep=self._waits.sleep
         )
 
     @contextmanager
@@ -325,8 +333,11 @@ class Ledger:
             yield UnitOfWork(work)
 
     def run(self, fn: Callable[[UnitOfWork], R], *, retries: int = 3) -> R:
-        """Run ``fn(uow)`` in a fresh unit of work, again on a conflict or retryable
-        error (up to ``retries`` more times, with jittered backoff)."""
+        """Run ``fn(uow)`` in a fresh unit of work, again on a retryable error (a stale
+        or serialization conflict, a connection lost before the commit), up to
+        ``retries`` more times with jittered backoff. Anything else is raised at once:
+        a conflict that cannot succeed, a lock wait that ran out, and a commit of
+        unknown outcome (``CommitUnknownError``: ``fn`` is never replayed blindly)."""
 
         def attempt() -> R:
             with self.unit_of_work() as uow:
@@ -426,8 +437,11 @@ class AsyncLedger:
             yield AsyncUnitOfWork(uow)
 
     async def run(self, fn: Callable[[AsyncUnitOfWork], Awaitable[R]], *, retries: int = 3) -> R:
-        """Run ``await fn(uow)`` in a fresh unit of work, again on a conflict or retryable
-        error (up to ``retries`` more times, with jittered backoff)."""
+        """Run ``await fn(uow)`` in a fresh unit of work, again on a retryable error (a
+        stale or serialization conflict, a connection lost before the commit), up to
+        ``retries`` more times with jittered backoff. Anything else is raised at once:
+        a conflict that cannot succeed, a lock wait that ran out, and a commit of
+        unknown outcome (``CommitUnknownError``: ``fn`` is never replayed blindly)."""
         return await spawn(
             self.sync_ledger.run, lambda uow: await_(fn(AsyncUnitOfWork(uow))), retries=retries
         )
