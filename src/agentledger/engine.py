@@ -19,6 +19,7 @@ This is the engine set-up home of dialect differences:
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import sqlite3
@@ -41,6 +42,8 @@ URL_ENV = "AGENTLEDGER_DATABASE_URL"
 WRITE_OPTION = "agentledger_write"
 """Connection execution option: this transaction will write (SQLite: BEGIN IMMEDIATE)."""
 SQLITE_BUSY_TIMEOUT_MS = 15_000
+DEFAULT_LOCK_TIMEOUT_S = SQLITE_BUSY_TIMEOUT_MS / 1000
+"""How long a ledger's statements wait for a lock by default, on every dialect."""
 
 _SYNC_DRIVERS = {
     "sqlite": "pysqlite",
@@ -248,6 +251,51 @@ def create_async_engine_for(url: str | URL | None = None, **options: Any) -> Asy
     configure_sqlite_engine(engine.sync_engine)
     _configure_reset(engine.sync_engine, options)
     return engine
+
+
+def configure_timeouts(
+    engine: Engine, *, lock_timeout: float, statement_timeout: float | None
+) -> None:
+    """Set a lock timeout (seconds) and, when given, a statement timeout on every new
+    connection of ``engine`` (an engine a ledger created).
+
+    PostgreSQL: ``lock_timeout`` and ``statement_timeout``. MariaDB/MySQL:
+    ``innodb_lock_wait_timeout`` (whole seconds, rounded up) and MariaDB's
+    ``max_statement_time`` (MySQL: ``max_execution_time``, which bounds SELECTs only).
+    SQLite: the busy timeout; it has no statement timeout (a statement there waits on
+    nothing but the lock).
+    """
+    backend = engine.dialect.name
+    lock_ms = max(1, round(lock_timeout * 1000))
+    statement_ms = None if statement_timeout is None else max(1, round(statement_timeout * 1000))
+    if backend == "sqlite":
+        statements = [f"PRAGMA busy_timeout = {lock_ms}"]
+    elif backend == "postgresql":
+        statements = [f"SET lock_timeout = {lock_ms}"]
+        if statement_ms is not None:
+            statements.append(f"SET statement_timeout = {statement_ms}")
+    else:
+        statements = [f"SET SESSION innodb_lock_wait_timeout = {max(1, math.ceil(lock_timeout))}"]
+
+    def on_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+        cursor = dbapi_connection.cursor()
+        try:
+            for statement in statements:
+                cursor.execute(statement)
+            if backend in ("mysql", "mariadb") and statement_ms is not None:
+                cursor.execute("SELECT VERSION()")
+                mariadb = "mariadb" in str(cursor.fetchone()[0]).lower()
+                cursor.execute(
+                    f"SET SESSION max_statement_time = {statement_ms / 1000:.3f}"
+                    if mariadb
+                    else f"SET SESSION max_execution_time = {statement_ms}"
+                )
+        finally:
+            cursor.close()
+        if backend != "sqlite":
+            dbapi_connection.commit()  # PostgreSQL drivers began a transaction for the SETs
+
+    event.listen(engine, "connect", on_connect)
 
 
 def configure_sqlite_engine(engine: Engine) -> None:

@@ -31,8 +31,10 @@ from ._retry import TRANSIENT_RETRIES, retrying, should_retry, transient_or_repl
 from ._translate import translated
 from .clock import Clock, system_clock
 from .engine import (
+    DEFAULT_LOCK_TIMEOUT_S,
     MemoryDatabase,
     check_borrowed_sqlite,
+    configure_timeouts,
     create_async_engine_for,
     create_sync_engine,
     read_only_options,
@@ -78,6 +80,12 @@ class Ledger:
         schema: PostgreSQL only: the schema holding agentledger's tables.
         clock: the source of "now" (for tests); must return aware datetimes.
         limits: JSON size and depth limits.
+        lock_timeout: seconds a statement waits for a lock before ``DatabaseLockedError``
+            (default 15; MariaDB/MySQL round up to whole seconds). A wait that runs out
+            is never retried, so this is the longest any lock wait lasts.
+        statement_timeout: seconds a statement may run before ``QueryCancelledError``
+            (PostgreSQL, MariaDB/MySQL; default: none). Both apply to the engine the
+            ledger creates; with ``engine=``, set them on your engine.
     """
 
     def __init__(
@@ -88,18 +96,27 @@ class Ledger:
         schema: str | None = None,
         clock: Clock | None = None,
         limits: Limits | None = None,
+        lock_timeout: float | None = None,
+        statement_timeout: float | None = None,
         _memory: MemoryDatabase | None = None,
     ) -> None:
         _check_options(url, engine, clock, limits)
+        timeouts = _checked_timeouts(engine, lock_timeout, statement_timeout)
         if engine is not None and not isinstance(engine, Engine):
             raise ValidationError(
                 f"Ledger takes a sync Engine, got {type(engine).__name__}; "
                 "use AsyncLedger with an AsyncEngine",
                 path="engine",
             )
+        if engine is None:
+            engine = create_sync_engine(url)
+            configure_timeouts(engine, **timeouts)
+            owns_engine = True
+        else:
+            owns_engine = False
         self._setup(
-            engine if engine is not None else create_sync_engine(url),
-            owns_engine=engine is None,
+            engine,
+            owns_engine=owns_engine,
             schema=schema,
             clock=clock,
             limits=limits,
@@ -357,6 +374,12 @@ class AsyncLedger:
         schema: PostgreSQL only: the schema holding agentledger's tables.
         clock: the source of "now" (for tests); must return aware datetimes.
         limits: JSON size and depth limits.
+        lock_timeout: seconds a statement waits for a lock before ``DatabaseLockedError``
+            (default 15; MariaDB/MySQL round up to whole seconds). A wait that runs out
+            is never retried, so this is the longest any lock wait lasts.
+        statement_timeout: seconds a statement may run before ``QueryCancelledError``
+            (PostgreSQL, MariaDB/MySQL; default: none). Both apply to the engine the
+            ledger creates; with ``engine=``, set them on your engine.
     """
 
     def __init__(
@@ -367,16 +390,23 @@ class AsyncLedger:
         schema: str | None = None,
         clock: Clock | None = None,
         limits: Limits | None = None,
+        lock_timeout: float | None = None,
+        statement_timeout: float | None = None,
         _memory: MemoryDatabase | None = None,
     ) -> None:
         _check_options(url, engine, clock, limits)
+        timeouts = _checked_timeouts(engine, lock_timeout, statement_timeout)
         if engine is not None and not isinstance(engine, AsyncEngine):
             raise ValidationError(
                 f"AsyncLedger takes an AsyncEngine, got {type(engine).__name__}; "
                 "use Ledger with a sync Engine",
                 path="engine",
             )
-        self._engine = engine if engine is not None else create_async_engine_for(url)
+        if engine is None:
+            self._engine = create_async_engine_for(url)
+            configure_timeouts(self._engine.sync_engine, **timeouts)
+        else:
+            self._engine = engine
         proxied = Ledger.__new__(Ledger)
         proxied._setup(
             self._engine.sync_engine,
@@ -471,6 +501,40 @@ def _check_options(url: object, engine: object, clock: object, limits: object) -
         raise ValidationError("limits must be an agentledger.Limits", path="limits")
     if clock is not None and not callable(clock):
         raise ValidationError("clock must be a callable returning an aware datetime")
+
+
+def _checked_timeouts(
+    engine: object, lock_timeout: object, statement_timeout: object
+) -> dict[str, Any]:
+    """The timeouts for ``configure_timeouts``; refused when not a positive number of
+    seconds, or given with a borrowed engine (whose connections are the caller's)."""
+    for name, value in (("lock_timeout", lock_timeout), ("statement_timeout", statement_timeout)):
+        if value is None:
+            continue
+        if engine is not None:
+            raise ValidationError(
+                f"{name} applies to the engine a ledger creates; with engine=, set it on "
+                "your engine's connections",
+                path=name,
+            )
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not 0 < value <= MAX_TIMEOUT_S
+        ):
+            raise ValidationError(
+                f"{name} must be a number of seconds above 0 and at most {MAX_TIMEOUT_S}, "
+                f"got {value!r}",
+                path=name,
+            )
+    return {
+        "lock_timeout": DEFAULT_LOCK_TIMEOUT_S if lock_timeout is None else lock_timeout,
+        "statement_timeout": statement_timeout,
+    }
+
+
+MAX_TIMEOUT_S = 86_400
+"""The longest lock or statement timeout a ledger takes: one day."""
 
 
 def _session_behind_async_session(*, bind: Engine | Connection, **options: Any) -> Session:
