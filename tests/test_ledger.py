@@ -11,10 +11,13 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from agentledger import (
     AsyncLedger,
+    AsyncUnitOfWork,
+    ConflictError,
     DatabaseError,
     DatabaseUnavailableError,
     Ledger,
     SchemaError,
+    UnitOfWork,
     UsageError,
     ValidationError,
     migrations,
@@ -209,3 +212,49 @@ async def test_ledgers_on_two_postgresql_schemas_do_not_see_each_other(tmp_path:
             assert (await b.sessions.get("shared-id")).title == "in b"
         with Ledger(url, schema="tenant_a") as sync_a:
             assert [m.content for m in sync_a.messages.all("shared-id")] == ["hello a"]
+
+
+def test_run_raises_a_conflict_that_cannot_succeed_after_one_attempt() -> None:
+    attempts = []
+
+    def create_taken(uow: UnitOfWork) -> None:
+        attempts.append(1)
+        uow.sessions.create("taken")
+
+    with Ledger.in_memory() as ledger:
+        ledger.sessions.create("taken")
+        with pytest.raises(ConflictError) as raised:
+            ledger.run(create_taken)
+    assert raised.value.reason == "exists" and len(attempts) == 1
+
+
+async def test_async_run_raises_a_conflict_that_cannot_succeed_after_one_attempt() -> None:
+    attempts = []
+
+    async def create_taken(uow: AsyncUnitOfWork) -> None:
+        attempts.append(1)
+        await uow.sessions.create("taken")
+
+    async with AsyncLedger.in_memory() as ledger:
+        await ledger.sessions.create("taken")
+        with pytest.raises(ConflictError) as raised:
+            await ledger.run(create_taken)
+    assert raised.value.reason == "exists" and len(attempts) == 1
+
+
+def test_run_still_retries_a_stale_conflict_to_success() -> None:
+    attempts = []
+
+    def save_stale_once(uow: UnitOfWork) -> None:
+        attempts.append(1)
+        record = uow.sessions.get("s")
+        if len(attempts) == 1:
+            record = record.model_copy(update={"revision": record.revision - 1})
+        uow.sessions.save(record.model_copy(update={"title": "saved"}))
+
+    with Ledger.in_memory() as ledger:
+        ledger.sessions.create("s")
+        ledger.sessions.save(ledger.sessions.get("s").model_copy(update={"title": "first"}))
+        ledger.run(save_stale_once)
+        assert ledger.sessions.get("s").title == "saved"
+    assert len(attempts) == 2
