@@ -268,13 +268,15 @@ def missing_driver_as(error: Callable[[Exception], AgentLedgerError]) -> Iterato
 
 
 @contextmanager
-def sqlite_busy_ignored() -> Iterator[None]:
+def sqlite_busy_ignored(*, readonly: bool = False) -> Iterator[None]:
     """Inside the block, SQLite refusing with SQLITE_BUSY is dropped: for a statement on a
-    driver connection whose effect another connection brings about anyway."""
+    driver connection whose effect another connection brings about anyway. With
+    ``readonly``, SQLITE_READONLY too: a switch a read-only database cannot make."""
     try:
         yield
     except sqlite3.Error as error:
-        if sqlite_name(error) != "SQLITE_BUSY":
+        name = sqlite_name(error)
+        if name != "SQLITE_BUSY" and not (readonly and _sqlite_primary(name) == "SQLITE_READONLY"):
             raise
 
 

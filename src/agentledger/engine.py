@@ -233,9 +233,37 @@ def _missing_driver(url: URL, exc: Exception) -> DatabaseError:
     return DatabaseError(f"the driver for {mask(url)} is not installed ({exc}); {hint}")
 
 
+def read_only_sqlite(url: URL) -> URL:
+    """``url``, or for an existing SQLite file this process cannot write (a read-only
+    file, folder or mount) the same file opened read-only: a URI with ``mode=ro``, and
+    ``immutable=1`` when the folder cannot take the ``-shm`` file WAL reads need (and
+    no ``-wal`` file holds changes a reader must see).
+
+    Reads then work (listing, export, ``db check``); a write raises
+    PermissionDeniedError before any SQL (see ``is_read_only``).
+    """
+    path = sqlite_file(url)
+    if path is None or not os.path.isfile(path):
+        return url
+    path = os.path.abspath(path)
+    folder_writable = os.access(os.path.dirname(path), os.W_OK)
+    if folder_writable and os.access(path, os.W_OK):
+        return url
+    query = {**url.query, "mode": "ro", "uri": "true"}
+    if not folder_writable and not os.path.exists(path + "-wal"):
+        query["immutable"] = "1"
+    return url.set(database=f"file:{path}", query=query)
+
+
+def is_read_only(url: URL) -> bool:
+    """Whether ``url`` is a SQLite file opened read-only (``read_only_sqlite``)."""
+    return url.get_backend_name() == "sqlite" and url.query.get("mode") == "ro"
+
+
 def create_sync_engine(url: str | URL | None = None, **options: Any) -> Engine:
-    """A sync Engine configured for agentledger (SQLite pragmas and BEGIN IMMEDIATE)."""
-    resolved = resolve_url(url, asynchronous=False)
+    """A sync Engine configured for agentledger (SQLite pragmas and BEGIN IMMEDIATE); a
+    SQLite file this process cannot write is opened read-only (``read_only_sqlite``)."""
+    resolved = read_only_sqlite(resolve_url(url, asynchronous=False))
     with missing_driver_as(lambda cause: _missing_driver(resolved, cause)):
         engine = create_engine(resolved, **{**_engine_options(resolved), **options})
     configure_sqlite_engine(engine)
@@ -244,8 +272,9 @@ def create_sync_engine(url: str | URL | None = None, **options: Any) -> Engine:
 
 
 def create_async_engine_for(url: str | URL | None = None, **options: Any) -> AsyncEngine:
-    """An AsyncEngine configured for agentledger (SQLite pragmas and BEGIN IMMEDIATE)."""
-    resolved = resolve_url(url, asynchronous=True)
+    """An AsyncEngine configured for agentledger (SQLite pragmas and BEGIN IMMEDIATE); a
+    SQLite file this process cannot write is opened read-only (``read_only_sqlite``)."""
+    resolved = read_only_sqlite(resolve_url(url, asynchronous=True))
     with missing_driver_as(lambda cause: _missing_driver(resolved, cause)):
         engine = create_async_engine(resolved, **{**_engine_options(resolved), **options})
     configure_sqlite_engine(engine.sync_engine)
@@ -331,7 +360,8 @@ def _on_sqlite_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> N
             # connection writes or switches too (connections racing on a new file). The
             # file becomes WAL through that one or the next to connect; meanwhile this one
             # works in the current mode, its writes waiting on the busy timeout as usual.
-            with sqlite_busy_ignored():
+            # A read-only file (see read_only_sqlite) keeps the mode it has.
+            with sqlite_busy_ignored(readonly=True):
                 cursor.execute("PRAGMA journal_mode = WAL")
         cursor.execute("PRAGMA synchronous = FULL")
     finally:

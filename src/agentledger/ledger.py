@@ -37,10 +37,12 @@ from .engine import (
     configure_timeouts,
     create_async_engine_for,
     create_sync_engine,
+    is_read_only,
+    mask,
     read_only_options,
     validate_schema,
 )
-from .errors import DatabaseError, UsageError, ValidationError
+from .errors import DatabaseError, PermissionDeniedError, UsageError, ValidationError
 from .repositories import (
     AppStateRepository,
     AsyncAppStateRepository,
@@ -272,6 +274,12 @@ class Ledger:
         operation's is a plain Session. ``snapshot``: a read-only transaction that sees
         one consistent snapshot."""
         self._ensure_ready()
+        if writes and join is None and is_read_only(self.settings.url):
+            raise PermissionDeniedError(
+                f"{mask(self.settings.url)} is opened read-only: this process cannot "
+                "write the SQLite file or its folder (read-only media?), so it can only "
+                "be read"
+            )
         make_session = session_factory or self._session_factory
         options: dict[str, Any] = {"expire_on_commit": False, "autoflush": False}
         if join is None:
