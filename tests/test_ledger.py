@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, event
+from sqlalchemy.dialects import registry
+from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
+from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from agentledger import (
@@ -258,3 +262,42 @@ def test_run_still_retries_a_stale_conflict_to_success() -> None:
         ledger.run(save_stale_once)
         assert ledger.sessions.get("s").title == "saved"
     assert len(attempts) == 2
+
+
+class UnsupportedDialect(SQLiteDialect_pysqlite):
+    """A dialect agentledger does not know (as DuckDB's would be), on sqlite3."""
+
+    name = "ducklike"
+
+
+class AsyncUnsupportedDialect(SQLiteDialect_aiosqlite):
+    """Its async twin."""
+
+    name = "ducklike"
+
+
+registry.register("ducklike", __name__, "UnsupportedDialect")
+registry.register("ducklike.aio", __name__, "AsyncUnsupportedDialect")
+
+
+def test_an_engine_of_an_unsupported_dialect_is_refused_at_construction() -> None:
+    engine = create_engine("ducklike://")
+    with pytest.raises(DatabaseError) as raised:
+        Ledger(engine=engine)
+    assert "ducklike" in str(raised.value) and "postgresql" in str(raised.value)
+    engine.dispose()
+
+
+async def test_an_async_engine_of_an_unsupported_dialect_is_refused_at_construction() -> None:
+    engine = create_async_engine("ducklike+aio://")
+    with pytest.raises(DatabaseError, match="ducklike"):
+        AsyncLedger(engine=engine)
+    await engine.dispose()
+
+
+@pytest.mark.parametrize("command", [migrations.upgrade, migrations.check, migrations.current])
+def test_migrations_refuse_an_engine_of_an_unsupported_dialect(command: Any) -> None:
+    engine = create_engine("ducklike://")
+    with pytest.raises(DatabaseError, match="ducklike dialect"):
+        command(engine)
+    engine.dispose()

@@ -110,6 +110,17 @@ def resolve_url(url: str | URL | None, *, asynchronous: bool) -> URL:
     return parsed.set(drivername=f"{backend}+{driver}")
 
 
+def check_supported(engine: Engine) -> None:
+    """Refuse an engine of a dialect agentledger does not run on, with DatabaseError
+    naming it and the supported ones (before any SQL: its statements would fail)."""
+    dialect = engine.dialect
+    if dialect.name not in _SYNC_DRIVERS:
+        raise DatabaseError(
+            f"the {dialect.name} dialect ({dialect.driver}) is not supported: agentledger "
+            "runs on sqlite, postgresql and mysql/mariadb"
+        )
+
+
 def is_sqlite(url: str | URL) -> bool:
     """Whether the URL names a SQLite database (a file, in-memory or a ``file:`` URI)."""
     return resolve_url(url, asynchronous=False).get_backend_name() == "sqlite"

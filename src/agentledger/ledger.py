@@ -34,6 +34,7 @@ from .engine import (
     DEFAULT_LOCK_TIMEOUT_S,
     MemoryDatabase,
     check_borrowed_sqlite,
+    check_supported,
     configure_timeouts,
     create_async_engine_for,
     create_sync_engine,
@@ -115,6 +116,7 @@ class Ledger:
             configure_timeouts(engine, **timeouts)
             owns_engine = True
         else:
+            check_supported(engine)
             owns_engine = False
         self._setup(
             engine,
@@ -414,6 +416,7 @@ class AsyncLedger:
             self._engine = create_async_engine_for(url)
             configure_timeouts(self._engine.sync_engine, **timeouts)
         else:
+            check_supported(engine.sync_engine)
             self._engine = engine
         proxied = Ledger.__new__(Ledger)
         proxied._setup(

@@ -12,7 +12,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
 
 from .._translate import translated
-from ..engine import create_sync_engine, resolve_url
+from ..engine import check_supported, create_sync_engine, resolve_url
 from ..errors import ValidationError
 
 Target: TypeAlias = "str | URL | Engine | Connection"
@@ -37,6 +37,8 @@ def reported(target: Target) -> Iterator[None]:
     the password of ``target``'s URL. Alembic's CommandError is a revision it cannot
     find or a range it refuses: the caller's input, so a ValidationError.
     """
+    if isinstance(target, Connection | Engine):
+        check_supported(target.engine)
     with translated(resolve_url(url_of(target), asynchronous=False)):
         try:
             yield
