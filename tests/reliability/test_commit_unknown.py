@@ -176,6 +176,7 @@ async def test_the_async_api_tells_an_unknown_commit_and_replays_only_a_keyed_ap
         cutter.armed.set()
         with pytest.raises(CommitUnknownError):
             await ledger.messages.append("s", NewMessage(role="user", content="blind"))
+        await ledger.sessions.get("s")  # a new connection (its set-up commits) before arming
         cutter.armed.set()
         keyed = NewMessage(role="user", content="keyed", external_key="event-1")
         done = await ledger.messages.append(session.id, keyed)

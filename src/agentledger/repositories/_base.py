@@ -118,7 +118,8 @@ class Work:
                     return
                 self.session.flush()
             # Joined, this releases a SAVEPOINT: the caller's COMMIT is the one in doubt.
-            committing = translated if self.joined else translated_commit
+            # A read-only transaction's COMMIT leaves nothing in doubt.
+            committing = translated if self.joined or not self.writes else translated_commit
             with committing(self.settings.url):
                 self.session.commit()
         finally:
