@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, event
+from sqlalchemy.dialects import registry
+from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
+from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from agentledger import (
     AsyncLedger,
+    AsyncUnitOfWork,
+    ConflictError,
     DatabaseError,
     DatabaseUnavailableError,
     Ledger,
     SchemaError,
+    UnitOfWork,
     UsageError,
     ValidationError,
     migrations,
@@ -209,3 +216,88 @@ async def test_ledgers_on_two_postgresql_schemas_do_not_see_each_other(tmp_path:
             assert (await b.sessions.get("shared-id")).title == "in b"
         with Ledger(url, schema="tenant_a") as sync_a:
             assert [m.content for m in sync_a.messages.all("shared-id")] == ["hello a"]
+
+
+def test_run_raises_a_conflict_that_cannot_succeed_after_one_attempt() -> None:
+    attempts = []
+
+    def create_taken(uow: UnitOfWork) -> None:
+        attempts.append(1)
+        uow.sessions.create("taken")
+
+    with Ledger.in_memory() as ledger:
+        ledger.sessions.create("taken")
+        with pytest.raises(ConflictError) as raised:
+            ledger.run(create_taken)
+    assert raised.value.reason == "exists" and len(attempts) == 1
+
+
+async def test_async_run_raises_a_conflict_that_cannot_succeed_after_one_attempt() -> None:
+    attempts = []
+
+    async def create_taken(uow: AsyncUnitOfWork) -> None:
+        attempts.append(1)
+        await uow.sessions.create("taken")
+
+    async with AsyncLedger.in_memory() as ledger:
+        await ledger.sessions.create("taken")
+        with pytest.raises(ConflictError) as raised:
+            await ledger.run(create_taken)
+    assert raised.value.reason == "exists" and len(attempts) == 1
+
+
+def test_run_still_retries_a_stale_conflict_to_success() -> None:
+    attempts = []
+
+    def save_stale_once(uow: UnitOfWork) -> None:
+        attempts.append(1)
+        record = uow.sessions.get("s")
+        if len(attempts) == 1:
+            record = record.model_copy(update={"revision": record.revision - 1})
+        uow.sessions.save(record.model_copy(update={"title": "saved"}))
+
+    with Ledger.in_memory() as ledger:
+        ledger.sessions.create("s")
+        ledger.sessions.save(ledger.sessions.get("s").model_copy(update={"title": "first"}))
+        ledger.run(save_stale_once)
+        assert ledger.sessions.get("s").title == "saved"
+    assert len(attempts) == 2
+
+
+class UnsupportedDialect(SQLiteDialect_pysqlite):
+    """A dialect agentledger does not know (as DuckDB's would be), on sqlite3."""
+
+    name = "ducklike"
+
+
+class AsyncUnsupportedDialect(SQLiteDialect_aiosqlite):
+    """Its async twin."""
+
+    name = "ducklike"
+
+
+registry.register("ducklike", __name__, "UnsupportedDialect")
+registry.register("ducklike.aio", __name__, "AsyncUnsupportedDialect")
+
+
+def test_an_engine_of_an_unsupported_dialect_is_refused_at_construction() -> None:
+    engine = create_engine("ducklike://")
+    with pytest.raises(DatabaseError) as raised:
+        Ledger(engine=engine)
+    assert "ducklike" in str(raised.value) and "postgresql" in str(raised.value)
+    engine.dispose()
+
+
+async def test_an_async_engine_of_an_unsupported_dialect_is_refused_at_construction() -> None:
+    engine = create_async_engine("ducklike+aio://")
+    with pytest.raises(DatabaseError, match="ducklike"):
+        AsyncLedger(engine=engine)
+    await engine.dispose()
+
+
+@pytest.mark.parametrize("command", [migrations.upgrade, migrations.check, migrations.current])
+def test_migrations_refuse_an_engine_of_an_unsupported_dialect(command: Any) -> None:
+    engine = create_engine("ducklike://")
+    with pytest.raises(DatabaseError, match="ducklike dialect"):
+        command(engine)
+    engine.dispose()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -79,6 +80,34 @@ def migration_lock(connection: Connection) -> Iterator[None]:
             )
     else:
         yield
+
+
+@contextmanager
+def creators_take_turns(connection: Connection, key: str) -> Iterator[None]:
+    """Around an INSERT that may collide with another creator's (``key`` names the row):
+    on MariaDB/MySQL, creators of one row take turns under a named lock.
+
+    InnoDB answers a duplicate key with a *shared* lock on the stored row; two losers
+    of one creation race both hold it, and each then upgrading it (FOR UPDATE, for the
+    writes their unit of work goes on to make) deadlocks with the other. Taking turns,
+    one loser at a time holds that shared lock, and its upgrade waits for nobody.
+    PostgreSQL reports a duplicate without a lock on the row, and SQLite's write
+    transactions already run one at a time: nothing to do there. The wait for the
+    named lock is bounded by the connection's lock wait timeout.
+    """
+    if connection.dialect.name not in ("mysql", "mariadb"):
+        yield
+        return
+    name = "agentledger_create_" + hashlib.sha256(key.encode()).hexdigest()[:40]
+    got = connection.execute(
+        text("SELECT GET_LOCK(:name, @@innodb_lock_wait_timeout)"), {"name": name}
+    ).scalar()
+    if got != 1:
+        raise DatabaseLockedError(f"another creator of {key!r} held its lock too long")
+    try:
+        yield
+    finally:
+        connection.execute(text("SELECT RELEASE_LOCK(:name)"), {"name": name})
 
 
 def _run_outside_caller_transaction(connection: Connection, sql: str, **params: object) -> object:

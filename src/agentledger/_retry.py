@@ -9,6 +9,7 @@ from typing import TypeVar
 from ._checks import bounded_int
 from .errors import (
     AgentLedgerError,
+    CommitUnknownError,
     ConflictError,
     DatabaseError,
     DatabaseLockedError,
@@ -34,23 +35,37 @@ def backoff_delays(retries: int) -> Iterator[float | None]:
 
 
 def should_retry(error: BaseException) -> bool:
-    """Conflicts (re-read and re-apply) and errors marked retryable are worth another try."""
-    return isinstance(error, ConflictError) or (
-        isinstance(error, AgentLedgerError) and error.retryable
-    )
+    """``ledger.run``'s rule: an error marked retryable (a stale or serialization
+    conflict, a lost connection before the commit, a lock refused at once) is worth
+    another try; a conflict that cannot succeed (``exists``, ``duplicate``...), a lock
+    wait that ran out and a commit of unknown outcome are raised at once."""
+    return isinstance(error, AgentLedgerError) and error.retryable
 
 
 def is_transient(error: BaseException) -> bool:
     """A failure that rolled the whole transaction back and says nothing about the data:
-    a deadlock or serialization failure, a lock not granted in time, a prepared
-    statement gone stale after a schema change. Running the same single-call
-    transaction again is always safe. (A lost connection is not here: a COMMIT cut
-    off mid-way leaves the outcome unknown, so that retry is the caller's call.)"""
+    a deadlock or serialization failure, a lock refused at once, a prepared statement
+    gone stale after a schema change. Running the same single-call transaction again
+    is always safe. (A lost connection is not here: a COMMIT cut off mid-way leaves the
+    outcome unknown, so that retry is the caller's call; nor is a lock wait that ran
+    out its timeout, which a retry would only multiply.)"""
     if isinstance(error, ConflictError):
         return error.reason == "serialization"
     if isinstance(error, DatabaseLockedError):
-        return True
+        return error.retryable
     return type(error) is DatabaseError and error.retryable
+
+
+def transient_or_replayable(replay_safe: Callable[[], bool]) -> Callable[[BaseException], bool]:
+    """The rule of the ledger's own retry of one call: a transient failure, and a commit
+    of unknown outcome when ``replay_safe()`` says the call's replay is harmless (an
+    append whose every item has a key: the replay finds the stored rows, returns them
+    and writes nothing)."""
+
+    def retry_on(error: BaseException) -> bool:
+        return is_transient(error) or (isinstance(error, CommitUnknownError) and replay_safe())
+
+    return retry_on
 
 
 def retrying(

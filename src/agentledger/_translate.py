@@ -19,24 +19,42 @@ from sqlalchemy.orm.exc import StaleDataError
 
 from .errors import (
     AgentLedgerError,
+    CommitUnknownError,
     ConflictError,
     DatabaseError,
     DatabaseLockedError,
     DatabaseUnavailableError,
     PermissionDeniedError,
+    QueryCancelledError,
+    ResourceExhaustedError,
 )
 
 _PG_SERIALIZATION = {"40001", "40P01"}
 _PG_LOCKED = {"55P03"}
-_PG_PERMISSION = {"42501", "28000", "28P01"}
-_PG_UNAVAILABLE_CLASSES = ("08", "57", "53", "3D")  # connection, shutdown, resources, no db
+_PG_PERMISSION = {"42501", "28000", "28P01", "25006"}  # 25006: a read-only transaction
+_PG_CANCELLED = {"57014"}  # statement_timeout and a cancel request share this code
+_PG_DISK_FULL = {"53100"}
+_PG_OUT_OF_MEMORY = {"53200"}
+_PG_UNAVAILABLE = {"53300"}  # too many connections
+_PG_UNAVAILABLE_CLASSES = ("08", "57", "3D")  # connection, shutdown, no database
 _MYSQL_SERIALIZATION = {1213}
 _MYSQL_LOCKED = {1205}
-_MYSQL_PERMISSION = {1044, 1045, 1142, 1143, 1227, 1370}
-_MYSQL_UNAVAILABLE = {1040, 1049, 1053, 2002, 2003, 2005, 2006, 2013, 2055}
-_SQLITE_LOCKED = {"SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_BUSY_SNAPSHOT", "SQLITE_BUSY_RECOVERY"}
+# 1290: --read-only; 1792: a read-only transaction; 1836: read-only mode
+_MYSQL_PERMISSION = {1044, 1045, 1142, 1143, 1227, 1370, 1290, 1792, 1836}
+_MYSQL_CANCELLED = {1317, 1969, 3024}  # interrupted, MariaDB's and MySQL's statement timeout
+_MYSQL_DISK_FULL = {1021, 1114}
+_MYSQL_OUT_OF_MEMORY = {1037, 1038, 1041}
+# 1040/1203: too many connections; 1053/1927/4031: shut down, killed, dropped by the server
+_MYSQL_UNAVAILABLE = {1040, 1049, 1053, 1203, 1927, 2002, 2003, 2005, 2006, 2013, 2055, 4031}
+_SQLITE_LOCKED = {"SQLITE_BUSY", "SQLITE_LOCKED"}
+_SQLITE_BUSY_AT_ONCE = {"SQLITE_BUSY_SNAPSHOT", "SQLITE_BUSY_RECOVERY"}
+"""SQLite lock refusals that come without waiting out the busy timeout (with
+SQLITE_LOCKED, a conflict inside one process)."""
 _SQLITE_PERMISSION = {"SQLITE_READONLY", "SQLITE_PERM", "SQLITE_AUTH"}
-_SQLITE_UNAVAILABLE = {"SQLITE_CANTOPEN", "SQLITE_IOERR", "SQLITE_NOTADB"}
+_SQLITE_CANCELLED = {"SQLITE_INTERRUPT"}
+_SQLITE_DISK_FULL = {"SQLITE_FULL"}
+_SQLITE_OUT_OF_MEMORY = {"SQLITE_NOMEM", "SQLITE_IOERR_NOMEM"}
+_SQLITE_UNAVAILABLE = {"SQLITE_IOERR"}
 _UNIQUE = {"23505"}
 _FOREIGN_KEY = {"23503"}
 
@@ -100,6 +118,14 @@ def sqlite_name(error: BaseException) -> str | None:
     orig = getattr(error, "orig", error)
     name = getattr(orig, "sqlite_errorname", None)
     return name if isinstance(name, str) else None
+
+
+def _sqlite_primary(name: str | None) -> str | None:
+    """The primary SQLite error name of an extended one (``SQLITE_READONLY_DIRECTORY``
+    is a ``SQLITE_READONLY``)."""
+    if name is None or not name.startswith("SQLITE_"):
+        return name
+    return "SQLITE_" + name.removeprefix("SQLITE_").split("_", 1)[0]
 
 
 def is_unique_violation(error: BaseException) -> bool:
@@ -169,14 +195,38 @@ def translate(error: BaseException, url: URL | None) -> AgentLedgerError:
             f"the database aborted the transaction to keep it serializable{where}: {detail}",
             reason="serialization",
         )
-    if code in _PG_LOCKED or errno in _MYSQL_LOCKED or name in _SQLITE_LOCKED:
-        return DatabaseLockedError(f"the database is locked by another writer{where}: {detail}")
-    if code in _PG_PERMISSION or errno in _MYSQL_PERMISSION or name in _SQLITE_PERMISSION:
+    primary = _sqlite_primary(name)
+    if code in _PG_LOCKED or errno in _MYSQL_LOCKED or primary in _SQLITE_LOCKED:
+        locked = DatabaseLockedError(f"the database is locked by another writer{where}: {detail}")
+        locked.retryable = name in _SQLITE_BUSY_AT_ONCE or primary == "SQLITE_LOCKED"
+        return locked
+    if code in _PG_PERMISSION or errno in _MYSQL_PERMISSION or primary in _SQLITE_PERMISSION:
         return PermissionDeniedError(f"permission denied{where}: {detail}")
+    if code in _PG_CANCELLED or errno in _MYSQL_CANCELLED or primary in _SQLITE_CANCELLED:
+        return QueryCancelledError(
+            f"the database cancelled the statement (its statement timeout ran out, or it "
+            f"was cancelled){where}: {detail}"
+        )
+    if code in _PG_DISK_FULL or errno in _MYSQL_DISK_FULL or primary in _SQLITE_DISK_FULL:
+        return ResourceExhaustedError(
+            f"the database is out of disk space{where}: {detail}", resource="disk"
+        )
+    if code in _PG_OUT_OF_MEMORY or errno in _MYSQL_OUT_OF_MEMORY or name in _SQLITE_OUT_OF_MEMORY:
+        return ResourceExhaustedError(
+            f"the database is out of memory{where}: {detail}", resource="memory"
+        )
+    if primary == "SQLITE_CANTOPEN":
+        cannot_open = DatabaseUnavailableError(
+            f"cannot open the SQLite database file (a missing folder, no permission, or "
+            f"read-only media){where}: {detail}"
+        )
+        cannot_open.retryable = False  # nothing changes by trying again
+        return cannot_open
     if (
         (code is not None and code.startswith(_PG_UNAVAILABLE_CLASSES))
+        or code in _PG_UNAVAILABLE
         or errno in _MYSQL_UNAVAILABLE
-        or name in _SQLITE_UNAVAILABLE
+        or primary in _SQLITE_UNAVAILABLE
         or isinstance(error, OSError | sa_exc.DisconnectionError | sa_exc.TimeoutError)
         or (isinstance(error, sa_exc.OperationalError) and (code, errno, name) == (None,) * 3)
     ):
@@ -193,6 +243,27 @@ def translated(url: URL | None) -> Iterator[None]:
         raise
     except (sa_exc.SQLAlchemyError, OSError) as error:
         raise translate(error, url) from error
+
+
+@contextmanager
+def translated_commit(url: URL | None) -> Iterator[None]:
+    """Like ``translated``, around a COMMIT: a server connection lost during it becomes
+    ``CommitUnknownError``, since the server may have committed before the reply was
+    lost. (SQLite commits in this process: its outcome is always known.)"""
+    try:
+        yield
+    except AgentLedgerError:
+        raise
+    except (sa_exc.SQLAlchemyError, OSError) as error:
+        ours = translate(error, url)
+        if type(ours) is DatabaseUnavailableError and (
+            url is None or url.get_backend_name() != "sqlite"
+        ):
+            raise CommitUnknownError(
+                f"the connection was lost during COMMIT, so whether the transaction was "
+                f"stored is unknown; re-read to find out, or write with keys and retry: {ours}"
+            ) from error
+        raise ours from error
 
 
 @contextmanager
@@ -238,13 +309,15 @@ def missing_driver_as(error: Callable[[Exception], AgentLedgerError]) -> Iterato
 
 
 @contextmanager
-def sqlite_busy_ignored() -> Iterator[None]:
+def sqlite_busy_ignored(*, readonly: bool = False) -> Iterator[None]:
     """Inside the block, SQLite refusing with SQLITE_BUSY is dropped: for a statement on a
-    driver connection whose effect another connection brings about anyway."""
+    driver connection whose effect another connection brings about anyway. With
+    ``readonly``, SQLITE_READONLY too: a switch a read-only database cannot make."""
     try:
         yield
     except sqlite3.Error as error:
-        if sqlite_name(error) != "SQLITE_BUSY":
+        name = sqlite_name(error)
+        if name != "SQLITE_BUSY" and not (readonly and _sqlite_primary(name) == "SQLITE_READONLY"):
             raise
 
 

@@ -19,6 +19,7 @@ This is the engine set-up home of dialect differences:
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import sqlite3
@@ -42,6 +43,8 @@ URL_ENV = "AGENTLEDGER_DATABASE_URL"
 WRITE_OPTION = "agentledger_write"
 """Connection execution option: this transaction will write (SQLite: BEGIN IMMEDIATE)."""
 SQLITE_BUSY_TIMEOUT_MS = 15_000
+DEFAULT_LOCK_TIMEOUT_S = SQLITE_BUSY_TIMEOUT_MS / 1000
+"""How long a ledger's statements wait for a lock by default, on every dialect."""
 
 _SYNC_DRIVERS = {
     "sqlite": "pysqlite",
@@ -115,6 +118,17 @@ def resolve_url(url: str | URL | None, *, asynchronous: bool) -> URL:
     else:
         driver = _TO_SYNC.get(driver, driver)
     return parsed.set(drivername=f"{backend}+{driver}")
+
+
+def check_supported(engine: Engine) -> None:
+    """Refuse an engine of a dialect agentledger does not run on, with DatabaseError
+    naming it and the supported ones (before any SQL: its statements would fail)."""
+    dialect = engine.dialect
+    if dialect.name not in _SYNC_DRIVERS:
+        raise DatabaseError(
+            f"the {dialect.name} dialect ({dialect.driver}) is not supported: agentledger "
+            "runs on sqlite, postgresql and mysql/mariadb"
+        )
 
 
 def is_sqlite(url: str | URL) -> bool:
@@ -240,9 +254,37 @@ def _missing_driver(url: URL, exc: Exception) -> DatabaseError:
     return DatabaseError(f"the driver for {mask(url)} is not installed ({exc}); {hint}")
 
 
+def read_only_sqlite(url: URL) -> URL:
+    """``url``, or for an existing SQLite file this process cannot write (a read-only
+    file, folder or mount) the same file opened read-only: a URI with ``mode=ro``, and
+    ``immutable=1`` when the folder cannot take the ``-shm`` file WAL reads need (and
+    no ``-wal`` file holds changes a reader must see).
+
+    Reads then work (listing, export, ``db check``); a write raises
+    PermissionDeniedError before any SQL (see ``is_read_only``).
+    """
+    path = sqlite_file(url)
+    if path is None or not os.path.isfile(path):
+        return url
+    path = os.path.abspath(path)
+    folder_writable = os.access(os.path.dirname(path), os.W_OK)
+    if folder_writable and os.access(path, os.W_OK):
+        return url
+    query = {**url.query, "mode": "ro", "uri": "true"}
+    if not folder_writable and not os.path.exists(path + "-wal"):
+        query["immutable"] = "1"
+    return url.set(database=f"file:{path}", query=query)
+
+
+def is_read_only(url: URL) -> bool:
+    """Whether ``url`` is a SQLite file opened read-only (``read_only_sqlite``)."""
+    return url.get_backend_name() == "sqlite" and url.query.get("mode") == "ro"
+
+
 def create_sync_engine(url: str | URL | None = None, **options: Any) -> Engine:
-    """A sync Engine configured for agentledger (SQLite pragmas and BEGIN IMMEDIATE)."""
-    resolved = resolve_url(url, asynchronous=False)
+    """A sync Engine configured for agentledger (SQLite pragmas and BEGIN IMMEDIATE); a
+    SQLite file this process cannot write is opened read-only (``read_only_sqlite``)."""
+    resolved = read_only_sqlite(resolve_url(url, asynchronous=False))
     with missing_driver_as(lambda cause: _missing_driver(resolved, cause)):
         engine = create_engine(resolved, **{**_engine_options(resolved), **options})
     configure_sqlite_engine(engine)
@@ -251,13 +293,59 @@ def create_sync_engine(url: str | URL | None = None, **options: Any) -> Engine:
 
 
 def create_async_engine_for(url: str | URL | None = None, **options: Any) -> AsyncEngine:
-    """An AsyncEngine configured for agentledger (SQLite pragmas and BEGIN IMMEDIATE)."""
-    resolved = resolve_url(url, asynchronous=True)
+    """An AsyncEngine configured for agentledger (SQLite pragmas and BEGIN IMMEDIATE); a
+    SQLite file this process cannot write is opened read-only (``read_only_sqlite``)."""
+    resolved = read_only_sqlite(resolve_url(url, asynchronous=True))
     with missing_driver_as(lambda cause: _missing_driver(resolved, cause)):
         engine = create_async_engine(resolved, **{**_engine_options(resolved), **options})
     configure_sqlite_engine(engine.sync_engine)
     _configure_reset(engine.sync_engine, options)
     return engine
+
+
+def configure_timeouts(
+    engine: Engine, *, lock_timeout: float, statement_timeout: float | None
+) -> None:
+    """Set a lock timeout (seconds) and, when given, a statement timeout on every new
+    connection of ``engine`` (an engine a ledger created).
+
+    PostgreSQL: ``lock_timeout`` and ``statement_timeout``. MariaDB/MySQL:
+    ``innodb_lock_wait_timeout`` (whole seconds, rounded up) and MariaDB's
+    ``max_statement_time`` (MySQL: ``max_execution_time``, which bounds SELECTs only).
+    SQLite: the busy timeout; it has no statement timeout (a statement there waits on
+    nothing but the lock).
+    """
+    backend = engine.dialect.name
+    lock_ms = max(1, round(lock_timeout * 1000))
+    statement_ms = None if statement_timeout is None else max(1, round(statement_timeout * 1000))
+    if backend == "sqlite":
+        statements = [f"PRAGMA busy_timeout = {lock_ms}"]
+    elif backend == "postgresql":
+        statements = [f"SET lock_timeout = {lock_ms}"]
+        if statement_ms is not None:
+            statements.append(f"SET statement_timeout = {statement_ms}")
+    else:
+        statements = [f"SET SESSION innodb_lock_wait_timeout = {max(1, math.ceil(lock_timeout))}"]
+
+    def on_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+        cursor = dbapi_connection.cursor()
+        try:
+            for statement in statements:
+                cursor.execute(statement)
+            if backend in ("mysql", "mariadb") and statement_ms is not None:
+                cursor.execute("SELECT VERSION()")
+                mariadb = "mariadb" in str(cursor.fetchone()[0]).lower()
+                cursor.execute(
+                    f"SET SESSION max_statement_time = {statement_ms / 1000:.3f}"
+                    if mariadb
+                    else f"SET SESSION max_execution_time = {statement_ms}"
+                )
+        finally:
+            cursor.close()
+        if backend != "sqlite":
+            dbapi_connection.commit()  # PostgreSQL drivers began a transaction for the SETs
+
+    event.listen(engine, "connect", on_connect)
 
 
 def configure_sqlite_engine(engine: Engine | AsyncEngine) -> None:
@@ -296,7 +384,8 @@ def _on_sqlite_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> N
             # connection writes or switches too (connections racing on a new file). The
             # file becomes WAL through that one or the next to connect; meanwhile this one
             # works in the current mode, its writes waiting on the busy timeout as usual.
-            with sqlite_busy_ignored():
+            # A read-only file (see read_only_sqlite) keeps the mode it has.
+            with sqlite_busy_ignored(readonly=True):
                 cursor.execute("PRAGMA journal_mode = WAL")
         cursor.execute("PRAGMA synchronous = FULL")
     finally:

@@ -172,18 +172,59 @@ class CorruptRecordError(DatabaseError):
 
 
 class DatabaseUnavailableError(DatabaseError):
-    """Raised when the database cannot be reached or the connection was lost.
+    """Raised when the database cannot be reached, refuses new connections (too many,
+    shutting down) or the connection was lost before a commit.
 
     Nothing of the unit of work that was running is stored; running it again is safe.
+    A connection lost *during* the commit is the subclass ``CommitUnknownError``.
     """
 
     retryable = True
 
 
-class DatabaseLockedError(DatabaseError):
-    """Raised when a lock could not be had in time (SQLite busy, a lock wait timeout)."""
+class CommitUnknownError(DatabaseUnavailableError):
+    """Raised when the connection was lost while the database was committing: the
+    transaction may or may not be stored, and the driver cannot say which.
 
-    retryable = True
+    ``retryable`` is False: running the same writes again could store them twice (a
+    blind append) or apply a change twice (an increment, a delta). Neither the
+    ledger's own retry nor ``ledger.run`` replays such work; the ledger replays only
+    a call it knows is idempotent (an append whose every message or step has an
+    external key, which finds the stored rows and returns them). To resolve the doubt,
+    re-read and look for the change, or give the writes keys and run them again.
+    """
+
+    retryable = False
+
+
+class DatabaseLockedError(DatabaseError):
+    """Raised when a lock could not be had in time: a lock wait that ran out its
+    timeout (SQLite's busy timeout, PostgreSQL's ``lock_timeout``, MariaDB/MySQL's
+    ``innodb_lock_wait_timeout``; see the ledger's ``lock_timeout``).
+
+    ``retryable`` is False after a wait that ran the whole timeout: the caller chose
+    how long to wait, and no retry of agentledger's adds to it. It is True when the
+    lock was refused at once without a wait (SQLite's busy snapshot or recovery).
+    """
+
+    retryable = False
+
+
+class QueryCancelledError(DatabaseError):
+    """Raised when the database cancelled a statement before it finished: it ran past
+    its statement timeout (the ledger's ``statement_timeout``), or an administrator
+    cancelled it (PostgreSQL reports both with one SQLSTATE). The transaction was
+    rolled back; running it again would most likely run out of time again."""
+
+
+class ResourceExhaustedError(DatabaseError):
+    """Raised when the database ran out of disk space or memory for the statement
+    (``resource`` is ``"disk"`` or ``"memory"``). Nothing of the unit of work is
+    stored; it fails again until space or memory is freed, so it is not retryable."""
+
+    def __init__(self, message: str, *, resource: Literal["disk", "memory"]) -> None:
+        super().__init__(message)
+        self.resource = resource
 
 
 class PermissionDeniedError(DatabaseError):

@@ -27,19 +27,24 @@ from ._concurrency import BLOCKING, GREENLET, Waits, async_context, await_, spaw
 from ._dialects import snapshot_read_options
 from ._json import Limits
 from ._probe import probe
-from ._retry import TRANSIENT_RETRIES, is_transient, retrying, should_retry
+from ._retry import TRANSIENT_RETRIES, retrying, should_retry, transient_or_replayable
 from ._translate import translated
 from .clock import Clock, system_clock
 from .engine import (
+    DEFAULT_LOCK_TIMEOUT_S,
     MemoryDatabase,
     check_borrowed_sqlite,
+    check_supported,
+    configure_timeouts,
     create_async_engine_for,
     create_sync_engine,
+    is_read_only,
+    mask,
     read_only_options,
     repair_aiomysql_bytes,
     validate_schema,
 )
-from .errors import DatabaseError, UsageError, ValidationError
+from .errors import DatabaseError, PermissionDeniedError, UsageError, ValidationError
 from .repositories import (
     AppStateRepository,
     AsyncAppStateRepository,
@@ -79,6 +84,12 @@ class Ledger:
         schema: PostgreSQL only: the schema holding agentledger's tables.
         clock: the source of "now" (for tests); must return aware datetimes.
         limits: JSON size and depth limits.
+        lock_timeout: seconds a statement waits for a lock before ``DatabaseLockedError``
+            (default 15; MariaDB/MySQL round up to whole seconds). A wait that runs out
+            is never retried, so this is the longest any lock wait lasts.
+        statement_timeout: seconds a statement may run before ``QueryCancelledError``
+            (PostgreSQL, MariaDB/MySQL; default: none). Both apply to the engine the
+            ledger creates; with ``engine=``, set them on your engine.
     """
 
     def __init__(
@@ -89,18 +100,28 @@ class Ledger:
         schema: str | None = None,
         clock: Clock | None = None,
         limits: Limits | None = None,
+        lock_timeout: float | None = None,
+        statement_timeout: float | None = None,
         _memory: MemoryDatabase | None = None,
     ) -> None:
         _check_options(url, engine, clock, limits)
+        timeouts = _checked_timeouts(engine, lock_timeout, statement_timeout)
         if engine is not None and not isinstance(engine, Engine):
             raise ValidationError(
                 f"Ledger takes a sync Engine, got {type(engine).__name__}; "
                 "use AsyncLedger with an AsyncEngine",
                 path="engine",
             )
+        if engine is None:
+            engine = create_sync_engine(url)
+            configure_timeouts(engine, **timeouts)
+            owns_engine = True
+        else:
+            check_supported(engine)
+            owns_engine = False
         self._setup(
-            engine if engine is not None else create_sync_engine(url),
-            owns_engine=engine is None,
+            engine,
+            owns_engine=owns_engine,
             schema=schema,
             clock=clock,
             limits=limits,
@@ -257,6 +278,12 @@ class Ledger:
         operation's is a plain Session. ``snapshot``: a read-only transaction that sees
         one consistent snapshot."""
         self._ensure_ready()
+        if writes and join is None and is_read_only(self.settings.url):
+            raise PermissionDeniedError(
+                f"{mask(self.settings.url)} is opened read-only: this process cannot "
+                "write the SQLite file or its folder (read-only media?), so it can only "
+                "be read"
+            )
         make_session = session_factory or self._session_factory
         options: dict[str, Any] = {"expire_on_commit": False, "autoflush": False}
         if join is None:
@@ -277,15 +304,23 @@ class Ledger:
 
     def _perform(self, writes: bool, call: Callable[[Work], R]) -> R:
         """Run one repository operation in a fresh transaction of its own, again after
-        a transient failure (a deadlock, a lock not granted, a stale statement cache)."""
+        a transient failure (a deadlock, a lock refused at once, a stale statement
+        cache), and after a commit of unknown outcome only when the operation said its
+        replay is harmless (``Work.replay_safe``)."""
         refuse_if_open(self._key)
+        replay_safe = False
 
         def attempt() -> R:
+            nonlocal replay_safe
             with self._new_work(writes=writes, session_factory=Session) as work:
-                return work._perform(writes, call)
+                try:
+                    return work._perform(writes, call)
+                finally:
+                    replay_safe = work.replay_safe
 
+        retry_on = transient_or_replayable(lambda: replay_safe)
         return retrying(
-            attempt, retries=TRANSIENT_RETRIES, retry_on=is_transient, sleep=self._waits.sleep
+            attempt, retries=TRANSIENT_RETRIES, retry_on=retry_on, sleep=self._waits.sleep
         )
 
     @contextmanager
@@ -327,8 +362,11 @@ class Ledger:
             yield UnitOfWork(work)
 
     def run(self, fn: Callable[[UnitOfWork], R], *, retries: int = 3) -> R:
-        """Run ``fn(uow)`` in a fresh unit of work, again on a conflict or retryable
-        error (up to ``retries`` more times, with jittered backoff)."""
+        """Run ``fn(uow)`` in a fresh unit of work, again on a retryable error (a stale
+        or serialization conflict, a connection lost before the commit), up to
+        ``retries`` more times with jittered backoff. Anything else is raised at once:
+        a conflict that cannot succeed, a lock wait that ran out, and a commit of
+        unknown outcome (``CommitUnknownError``: ``fn`` is never replayed blindly)."""
 
         def attempt() -> R:
             with self.unit_of_work() as uow:
@@ -348,6 +386,12 @@ class AsyncLedger:
         schema: PostgreSQL only: the schema holding agentledger's tables.
         clock: the source of "now" (for tests); must return aware datetimes.
         limits: JSON size and depth limits.
+        lock_timeout: seconds a statement waits for a lock before ``DatabaseLockedError``
+            (default 15; MariaDB/MySQL round up to whole seconds). A wait that runs out
+            is never retried, so this is the longest any lock wait lasts.
+        statement_timeout: seconds a statement may run before ``QueryCancelledError``
+            (PostgreSQL, MariaDB/MySQL; default: none). Both apply to the engine the
+            ledger creates; with ``engine=``, set them on your engine.
     """
 
     def __init__(
@@ -358,16 +402,24 @@ class AsyncLedger:
         schema: str | None = None,
         clock: Clock | None = None,
         limits: Limits | None = None,
+        lock_timeout: float | None = None,
+        statement_timeout: float | None = None,
         _memory: MemoryDatabase | None = None,
     ) -> None:
         _check_options(url, engine, clock, limits)
+        timeouts = _checked_timeouts(engine, lock_timeout, statement_timeout)
         if engine is not None and not isinstance(engine, AsyncEngine):
             raise ValidationError(
                 f"AsyncLedger takes an AsyncEngine, got {type(engine).__name__}; "
                 "use Ledger with a sync Engine",
                 path="engine",
             )
-        self._engine = engine if engine is not None else create_async_engine_for(url)
+        if engine is None:
+            self._engine = create_async_engine_for(url)
+            configure_timeouts(self._engine.sync_engine, **timeouts)
+        else:
+            check_supported(engine.sync_engine)
+            self._engine = engine
         proxied = Ledger.__new__(Ledger)
         proxied._setup(
             self._engine.sync_engine,
@@ -428,8 +480,11 @@ class AsyncLedger:
             yield AsyncUnitOfWork(uow)
 
     async def run(self, fn: Callable[[AsyncUnitOfWork], Awaitable[R]], *, retries: int = 3) -> R:
-        """Run ``await fn(uow)`` in a fresh unit of work, again on a conflict or retryable
-        error (up to ``retries`` more times, with jittered backoff)."""
+        """Run ``await fn(uow)`` in a fresh unit of work, again on a retryable error (a
+        stale or serialization conflict, a connection lost before the commit), up to
+        ``retries`` more times with jittered backoff. Anything else is raised at once:
+        a conflict that cannot succeed, a lock wait that ran out, and a commit of
+        unknown outcome (``CommitUnknownError``: ``fn`` is never replayed blindly)."""
         return await spawn(
             self.sync_ledger.run, lambda uow: await_(fn(AsyncUnitOfWork(uow))), retries=retries
         )
@@ -459,6 +514,40 @@ def _check_options(url: object, engine: object, clock: object, limits: object) -
         raise ValidationError("limits must be an agentledger.Limits", path="limits")
     if clock is not None and not callable(clock):
         raise ValidationError("clock must be a callable returning an aware datetime")
+
+
+def _checked_timeouts(
+    engine: object, lock_timeout: object, statement_timeout: object
+) -> dict[str, Any]:
+    """The timeouts for ``configure_timeouts``; refused when not a positive number of
+    seconds, or given with a borrowed engine (whose connections are the caller's)."""
+    for name, value in (("lock_timeout", lock_timeout), ("statement_timeout", statement_timeout)):
+        if value is None:
+            continue
+        if engine is not None:
+            raise ValidationError(
+                f"{name} applies to the engine a ledger creates; with engine=, set it on "
+                "your engine's connections",
+                path=name,
+            )
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not 0 < value <= MAX_TIMEOUT_S
+        ):
+            raise ValidationError(
+                f"{name} must be a number of seconds above 0 and at most {MAX_TIMEOUT_S}, "
+                f"got {value!r}",
+                path=name,
+            )
+    return {
+        "lock_timeout": DEFAULT_LOCK_TIMEOUT_S if lock_timeout is None else lock_timeout,
+        "statement_timeout": statement_timeout,
+    }
+
+
+MAX_TIMEOUT_S = 86_400
+"""The longest lock or statement timeout a ledger takes: one day."""
 
 
 def _session_behind_async_session(*, bind: Engine | Connection, **options: Any) -> Session:

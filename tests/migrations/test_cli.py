@@ -208,9 +208,31 @@ def test_an_unreachable_database_exits_4_without_the_password(
 def test_an_unopenable_sqlite_file_exits_4(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    url = f"sqlite:///{tmp_path / 'no-such-dir' / 'x.db'}"
+    url = f"sqlite:///{tmp_path}"  # a folder, not a database file
     assert main(["db", "current", "--url", url]) == EXIT_UNAVAILABLE
     _one_error_line(capsys.readouterr().err)
+
+
+@pytest.mark.sqlite
+@pytest.mark.parametrize("where", ["missing.db", "no-such-dir/missing.db"])
+def test_db_current_on_a_missing_sqlite_file_creates_nothing(
+    tmp_path: Path, where: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / where
+    assert main(["db", "current", "--url", f"sqlite:///{path}"]) == 0
+    assert "absent" in capsys.readouterr().out
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.sqlite
+def test_db_check_on_a_missing_sqlite_file_exits_3_and_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "missing.db"
+    assert main(["db", "check", "--url", f"sqlite:///{path}"]) == 3
+    err = capsys.readouterr().err
+    assert "no SQLite database file" in err and "db upgrade" in err
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.sqlite

@@ -1,6 +1,8 @@
 """A connection killed by the server mid-transaction (T8): the caller gets a retryable
 DatabaseUnavailableError, nothing partial is stored, the next call works, and
-``ledger.run`` retries the unit of work to success exactly once."""
+``ledger.run`` retries the unit of work to success exactly once. Killed just before
+the COMMIT, the loss shows only at the COMMIT, whose outcome the client cannot know:
+``CommitUnknownError``, and ``ledger.run`` does not replay it."""
 
 from __future__ import annotations
 
@@ -13,7 +15,14 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
 
-from agentledger import AsyncLedger, DatabaseUnavailableError, Ledger, NewMessage, migrations
+from agentledger import (
+    AsyncLedger,
+    CommitUnknownError,
+    DatabaseUnavailableError,
+    Ledger,
+    NewMessage,
+    migrations,
+)
 
 from ..databases import scratch_database
 from . import summary
@@ -96,6 +105,7 @@ def test_run_retries_a_lost_connection_to_success_exactly_once(server: URL) -> N
         ).session
         if len(attempts) == 1:
             sync_kill_own_connection(uow, server)
+            uow.sessions.get("retry")  # the loss shows before COMMIT: nothing was stored
         return int(record.revision)
 
     with Ledger(server) as ledger:
@@ -117,6 +127,7 @@ async def test_async_run_retries_a_lost_connection_to_success_exactly_once(serve
         ).session
         if len(attempts) == 1:
             await async_kill_own_connection(uow, server)
+            await uow.sessions.get("retry")  # the loss shows before COMMIT
         return int(record.revision)
 
     async with AsyncLedger(server) as ledger:
@@ -124,4 +135,22 @@ async def test_async_run_retries_a_lost_connection_to_success_exactly_once(serve
         assert await ledger.run(append_once) == 2
         assert [m.content for m in await ledger.messages.all("retry")] == ["once"]
     assert len(attempts) == 2
+    summary.add(f"{server.get_backend_name()} connections killed", killed=1)
+
+
+def test_run_does_not_replay_a_unit_of_work_lost_at_its_commit(server: URL) -> None:
+    attempts = []
+
+    def append_then_lose(uow: Any) -> None:
+        attempts.append(1)
+        uow.messages.append("lost-at-commit", NewMessage(role="user", content="maybe"))
+        sync_kill_own_connection(uow, server)
+
+    with Ledger(server) as ledger:
+        ledger.sessions.create("lost-at-commit")
+        with pytest.raises(CommitUnknownError) as raised:
+            ledger.run(append_then_lose)
+        assert not raised.value.retryable
+        assert ledger.messages.all("lost-at-commit") == []
+    assert len(attempts) == 1
     summary.add(f"{server.get_backend_name()} connections killed", killed=1)

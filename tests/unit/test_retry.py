@@ -8,21 +8,37 @@ from typing import TypeVar
 import pytest
 
 from agentledger import (
+    CommitUnknownError,
     ConflictError,
     DatabaseLockedError,
     DatabaseUnavailableError,
     ValidationError,
 )
-from agentledger._retry import backoff_delays, is_transient, retrying, should_retry
+from agentledger._retry import (
+    backoff_delays,
+    is_transient,
+    retrying,
+    should_retry,
+    transient_or_replayable,
+)
 
 T = TypeVar("T")
+
+
+def refused_at_once() -> DatabaseLockedError:
+    """A lock refused without a wait (SQLite's busy snapshot): worth another try."""
+    error = DatabaseLockedError("busy snapshot")
+    error.retryable = True
+    return error
 
 
 @pytest.mark.parametrize(
     ("error", "transient"),
     [
         (ConflictError("deadlock", reason="serialization"), True),
-        (DatabaseLockedError("busy"), True),
+        (refused_at_once(), True),
+        (DatabaseLockedError("lock wait ran out"), False),
+        (CommitUnknownError("lost at commit"), False),
         (ConflictError("stale", reason="stale"), False),
         (ConflictError("exists", reason="exists"), False),
         (DatabaseUnavailableError("lost"), False),
@@ -35,11 +51,35 @@ def test_only_failures_that_say_nothing_about_the_data_are_transient(
     assert is_transient(error) is transient
 
 
-def test_run_retries_every_conflict_and_every_retryable_error() -> None:
-    assert should_retry(ConflictError("x", reason="exists"))
+def test_run_retries_every_retryable_error() -> None:
+    assert should_retry(ConflictError("x", reason="stale"))
+    assert should_retry(ConflictError("x", reason="serialization"))
     assert should_retry(DatabaseUnavailableError("lost"))
-    assert not should_retry(ValidationError("bad"))
-    assert not should_retry(RuntimeError("yours"))
+    assert should_retry(refused_at_once())
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ConflictError("x", reason="exists"),
+        ConflictError("x", reason="duplicate"),
+        ConflictError("x", reason="deleted"),
+        ConflictError("x", reason="parent"),
+        DatabaseLockedError("lock wait ran out"),
+        CommitUnknownError("lost at commit"),
+        ValidationError("bad"),
+        RuntimeError("yours"),
+    ],
+    ids=repr,
+)
+def test_run_raises_at_once_what_a_retry_cannot_fix(error: Exception) -> None:
+    assert not should_retry(error)
+
+
+def test_the_ledger_replays_an_unknown_commit_only_when_the_call_said_it_is_safe() -> None:
+    assert transient_or_replayable(lambda: True)(CommitUnknownError("lost at commit"))
+    assert not transient_or_replayable(lambda: False)(CommitUnknownError("lost at commit"))
+    assert not transient_or_replayable(lambda: True)(DatabaseUnavailableError("lost"))
 
 
 def test_backoff_gives_one_delay_per_retry_then_none() -> None:
@@ -74,7 +114,7 @@ def test_the_caller_decides_how_to_wait_between_tries() -> None:
 
     def flaky() -> str:
         if len(slept) < 2:
-            raise DatabaseLockedError("busy")
+            raise refused_at_once()
         return "done"
 
     assert transient(flaky, slept=slept) == "done"
@@ -86,7 +126,7 @@ def test_a_lasting_transient_failure_surfaces_after_the_retries() -> None:
 
     def stuck() -> None:
         calls.append(1)
-        raise DatabaseLockedError("busy")
+        raise refused_at_once()
 
     with pytest.raises(DatabaseLockedError):
         transient(stuck, retries=2)
@@ -102,4 +142,16 @@ def test_a_stale_conflict_is_not_retried_by_the_transaction_runner() -> None:
 
     with pytest.raises(ConflictError):
         transient(stale)
+    assert len(calls) == 1
+
+
+def test_a_lock_wait_that_ran_out_is_not_waited_again() -> None:
+    calls = []
+
+    def waited_out() -> None:
+        calls.append(1)
+        raise DatabaseLockedError("lock wait ran out")
+
+    with pytest.raises(DatabaseLockedError):
+        transient(waited_out)
     assert len(calls) == 1

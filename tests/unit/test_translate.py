@@ -3,21 +3,29 @@
 from __future__ import annotations
 
 import sqlite3
+from typing import Any
 
+import asyncpg
+import psycopg
 import pytest
+from pymysql.err import OperationalError as MySQLError
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm.exc import StaleDataError
 
 from agentledger import (
+    AgentLedgerError,
+    CommitUnknownError,
     ConflictError,
     DatabaseError,
     DatabaseLockedError,
     DatabaseUnavailableError,
     PermissionDeniedError,
+    QueryCancelledError,
+    ResourceExhaustedError,
     ValidationError,
 )
-from agentledger._translate import is_unique_violation, translate
+from agentledger._translate import is_unique_violation, translate, translated_commit
 
 URL = make_url("postgresql://agent:hunter2@db.example/agents")
 
@@ -120,3 +128,146 @@ def test_unique_violations_are_recognised_on_every_dialect(error: BaseException)
 )
 def test_foreign_key_violations_are_not_taken_for_duplicates(error: BaseException) -> None:
     assert not is_unique_violation(error)
+
+
+def asyncpg_error(cls: type[Exception]) -> Exception:
+    """An error as SQLAlchemy's asyncpg adapter raises it: asyncpg's own as the cause."""
+    adapted = Exception("adapted")
+    adapted.__cause__ = cls("boom")
+    return adapted
+
+
+def _conditions() -> list[Any]:
+    """One case per condition and dialect: (driver error, class, retryable)."""
+    pg = psycopg.errors
+    apg = asyncpg.exceptions
+    table: dict[str, tuple[type[AgentLedgerError], bool, list[Exception]]] = {
+        "disk full": (
+            ResourceExhaustedError,
+            False,
+            [
+                pg.DiskFull("x"),
+                asyncpg_error(apg.DiskFullError),
+                MySQLError(1021, "Disk full"),
+                MySQLError(1114, "table is full"),
+                sqlite_error("SQLITE_FULL"),
+            ],
+        ),
+        "out of memory": (
+            ResourceExhaustedError,
+            False,
+            [pg.OutOfMemory("x"), MySQLError(1037, "Out of memory"), sqlite_error("SQLITE_NOMEM")],
+        ),
+        "statement timeout or cancelled": (
+            QueryCancelledError,
+            False,
+            [
+                pg.QueryCanceled("x"),
+                asyncpg_error(apg.QueryCanceledError),
+                MySQLError(1969, "max_statement_time exceeded"),
+                MySQLError(3024, "max_execution_time"),
+                MySQLError(1317, "Query execution was interrupted"),
+                sqlite_error("SQLITE_INTERRUPT"),
+            ],
+        ),
+        "lock timeout": (
+            DatabaseLockedError,
+            False,
+            [
+                pg.LockNotAvailable("x"),
+                asyncpg_error(apg.LockNotAvailableError),
+                MySQLError(1205, "Lock wait timeout"),
+                sqlite_error("SQLITE_BUSY"),
+            ],
+        ),
+        "lock refused at once": (DatabaseLockedError, True, [sqlite_error("SQLITE_BUSY_SNAPSHOT")]),
+        "read-only database": (
+            PermissionDeniedError,
+            False,
+            [
+                pg.ReadOnlySqlTransaction("x"),
+                asyncpg_error(apg.ReadOnlySQLTransactionError),
+                MySQLError(1290, "--read-only"),
+                MySQLError(1792, "READ ONLY transaction"),
+                MySQLError(1836, "read-only mode"),
+                sqlite_error("SQLITE_READONLY"),
+                sqlite_error("SQLITE_READONLY_DIRECTORY"),
+            ],
+        ),
+        "too many connections": (
+            DatabaseUnavailableError,
+            True,
+            [
+                pg.TooManyConnections("x"),
+                asyncpg_error(apg.TooManyConnectionsError),
+                MySQLError(1040, "Too many connections"),
+                MySQLError(1203, "max_user_connections"),
+            ],
+        ),
+        "admin shutdown": (
+            DatabaseUnavailableError,
+            True,
+            [
+                pg.AdminShutdown("x"),
+                asyncpg_error(apg.AdminShutdownError),
+                MySQLError(1053, "Server shutdown"),
+                MySQLError(1927, "Connection was killed"),
+            ],
+        ),
+        "connection failure": (
+            DatabaseUnavailableError,
+            True,
+            [
+                pg.ConnectionFailure("x"),
+                asyncpg_error(apg.ConnectionFailureError),
+                MySQLError(2013, "Lost connection"),
+                MySQLError(2003, "Can't connect"),
+                sqlite_error("SQLITE_IOERR_WRITE"),
+            ],
+        ),
+        "cannot open the file": (
+            DatabaseUnavailableError,
+            False,
+            [sqlite_error("SQLITE_CANTOPEN")],
+        ),
+    }
+    return [
+        pytest.param(error, expected, retryable, id=f"{condition}-{type(error).__name__}-{n}")
+        for condition, (expected, retryable, errors) in table.items()
+        for n, error in enumerate(errors)
+    ]
+
+
+@pytest.mark.parametrize(("orig", "expected", "retryable"), _conditions())
+def test_each_condition_gets_one_class_and_retryable_on_every_dialect(
+    orig: Exception, expected: type[AgentLedgerError], retryable: bool
+) -> None:
+    translated = translate(wrapped(orig), URL)
+    assert (type(translated), translated.retryable) == (expected, retryable)
+
+
+def test_disk_full_and_out_of_memory_say_which_resource_ran_out() -> None:
+    disk = translate(wrapped(sqlite_error("SQLITE_FULL")), URL)
+    memory = translate(wrapped(MySQLError(1037, "Out of memory")), URL)
+    assert isinstance(disk, ResourceExhaustedError) and disk.resource == "disk"
+    assert isinstance(memory, ResourceExhaustedError) and memory.resource == "memory"
+
+
+def lost_at_commit(url: str) -> BaseException:
+    """What a COMMIT raises when the connection drops before the server's reply."""
+    try:
+        with translated_commit(make_url(url)):
+            raise wrapped(MySQLError(2013, "Lost connection"), invalidated=True)
+    except AgentLedgerError as error:
+        return error
+    raise AssertionError("unreachable")
+
+
+def test_a_server_connection_lost_at_commit_leaves_the_outcome_unknown() -> None:
+    error = lost_at_commit("mysql://agent@db.example/agents")
+    assert type(error) is CommitUnknownError and not error.retryable
+    assert isinstance(error, DatabaseUnavailableError)
+
+
+def test_a_sqlite_commit_always_knows_its_outcome() -> None:
+    assert type(lost_at_commit("sqlite:///agents.db")) is DatabaseUnavailableError

@@ -22,7 +22,7 @@ from ..errors import SchemaError
 from ..models import VERSION_TABLE, metadata
 from .compare import Difference, differences, shape_problems
 from .scripts import alembic_config, head, is_known, resolve_revision, revision_order
-from .target import Target, connected, reported, url_of
+from .target import Target, connected, missing_file, reported, url_of
 from .version_table import locate
 
 # Alembic's `context` is process-global: two threads running commands at once would
@@ -49,6 +49,8 @@ def current(target: Target, *, schema: str | None = None) -> str | None:
     When a host's Alembic manages our tables (single pipeline), the revision comes
     from the host's version table.
     """
+    if missing_file(target) is not None:
+        return None  # and no file is created
     with connected(target) as connection:
         return locate(connection, schema).revision
 
@@ -73,12 +75,20 @@ def check(target: Target, *, schema: str | None = None) -> None:
     The message names the revision the database is at, the one it needs and the
     revisions in between; the hint is the command that upgrades it.
     """
+    expected = head()
+    missing = missing_file(target)
+    if missing is not None:  # connecting would create it
+        raise SchemaError(
+            f"agentledger's tables are missing: there is no SQLite database file at "
+            f"{missing} (it needs revision {expected})",
+            head=expected,
+            hint=upgrade_hint(url_of(target), schema=schema),
+        )
     with connected(target) as connection:
         at, where = locate(connection, schema)
         made_without_migrations = at is None and inspect(connection).has_table(
             _SESSIONS, schema=schema
         )
-    expected = head()
     if at == expected:
         return
     if made_without_migrations:

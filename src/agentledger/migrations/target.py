@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TypeAlias
@@ -12,12 +13,21 @@ from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
 
 from .._translate import translated
-from ..engine import create_sync_engine, resolve_url
+from ..engine import check_supported, create_sync_engine, resolve_url, sqlite_file
 from ..errors import ValidationError
 
 Target: TypeAlias = "str | URL | Engine | Connection"
 """Where to migrate: a URL, an Engine (connected and released here) or a Connection
 (used as it is; its transaction, if any, stays the caller's)."""
+
+
+def missing_file(target: Target) -> str | None:
+    """The path of the SQLite file a URL ``target`` names, when there is no such file
+    (connecting would create it: a read-only command must not); else None."""
+    if isinstance(target, Connection | Engine):
+        return None
+    path = sqlite_file(target)
+    return path if path is not None and not os.path.exists(path) else None
 
 
 def url_of(target: Target) -> str | URL:
@@ -37,6 +47,8 @@ def reported(target: Target) -> Iterator[None]:
     the password of ``target``'s URL. Alembic's CommandError is a revision it cannot
     find or a range it refuses: the caller's input, so a ValidationError.
     """
+    if isinstance(target, Connection | Engine):
+        check_supported(target.engine)
     with translated(resolve_url(url_of(target), asynchronous=False)):
         try:
             yield

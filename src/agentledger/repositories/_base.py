@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from .._dialects import begin_snapshot
 from .._json import Limits
-from .._translate import translated
+from .._translate import translated, translated_commit
 from ..clock import Clock, checked_now
 from ..engine import WRITE_OPTION, check_borrowed_sqlite
 from ..errors import ConflictError, DatabaseError, UsageError
@@ -80,6 +80,10 @@ class Work:
         """A read-only transaction that must see one snapshot (see ``begin``)."""
         self.rollback_only = False
         self.active = False
+        self.replay_safe = False
+        """Whether the last write operation is harmless to run again after a commit of
+        unknown outcome (set by the operation: an append whose every item has a key).
+        The ledger reads it for the one-operation transactions it retries."""
         self._restore: dict[str, Any] | None = None
 
     def __enter__(self) -> Work:
@@ -111,8 +115,13 @@ class Work:
             with translated(self.settings.url):
                 if failed or self.rollback_only:
                     self.session.rollback()
-                else:
-                    self.session.commit()
+                    return
+                self.session.flush()
+            # Joined, this releases a SAVEPOINT: the caller's COMMIT is the one in doubt.
+            # A read-only transaction's COMMIT leaves nothing in doubt.
+            committing = translated if self.joined or not self.writes else translated_commit
+            with committing(self.settings.url):
+                self.session.commit()
         finally:
             self.active = False
             try:
@@ -131,6 +140,8 @@ class Work:
         """Run one operation in this transaction: refused when the transaction cannot do
         it, driver errors translated, and rollback-only after a conflict."""
         self.ensure_usable(writes)
+        if writes:
+            self.replay_safe = False
         try:
             with translated(self.settings.url):
                 return call(self)

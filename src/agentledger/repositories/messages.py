@@ -412,6 +412,7 @@ class MessageRepository(Repository):
                 message and no delta.
         """
         checked = self._validated(messages)
+        self._work.replay_safe = bool(checked) and all(m.external_key for m in checked)
         deltas = self._deltas(
             state_delta=state_delta,
             app_state_delta=app_state_delta,

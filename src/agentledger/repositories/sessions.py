@@ -30,6 +30,7 @@ from .._checks import (
     scope_value,
 )
 from .._concurrency import spawn
+from .._dialects import creators_take_turns
 from .._json import check_json, check_object
 from .._translate import duplicate_as
 from ..clock import utc
@@ -246,18 +247,19 @@ class SessionRepository(Repository):
         found = find(None)
         if found is not None:
             return found, False
-        savepoint = self._session.begin_nested()
-        try:
-            with duplicate_as(lambda: _exists(row.id, row.external_key)):
-                self._session.add(row)
-                self._session.flush()
-        except ConflictError:
-            savepoint.rollback()
-            found = find(race_lock)
-            if found is None:
-                raise
-            return found, False
-        savepoint.commit()
+        with creators_take_turns(self._session.connection(), row.external_key_hash or row.id):
+            savepoint = self._session.begin_nested()
+            try:
+                with duplicate_as(lambda: _exists(row.id, row.external_key)):
+                    self._session.add(row)
+                    self._session.flush()
+            except ConflictError:
+                savepoint.rollback()
+                found = find(race_lock)
+                if found is None:
+                    raise
+                return found, False
+            savepoint.commit()
         return load_record(self._session, row.id), True
 
     @operation(writes=False)

@@ -221,6 +221,7 @@ class StepRepository(Repository):
         """
         validate_id(id)
         checked = self._validated(steps)
+        self._work.replay_safe = bool(checked) and all(s.external_key for s in checked)
         now = self._work.settings.now()
         _usage(checked)  # the whole batch must fit, before any SQL
         found: list[Step | None] = [None] * len(checked)
