@@ -12,6 +12,7 @@ from .errors import (
     ConflictError,
     DatabaseError,
     DatabaseLockedError,
+    DatabaseUnavailableError,
 )
 
 R = TypeVar("R")
@@ -51,6 +52,13 @@ def is_transient(error: BaseException) -> bool:
     if isinstance(error, DatabaseLockedError):
         return True
     return type(error) is DatabaseError and error.retryable
+
+
+def is_lost_before_commit(error: BaseException, commit_sent: bool) -> bool:
+    """A connection lost (or a server gone) before the transaction's COMMIT was sent:
+    the server rolled the transaction back, so running it again is safe. After the
+    COMMIT was sent the outcome is unknown, and that retry is the caller's call."""
+    return isinstance(error, DatabaseUnavailableError) and not commit_sent
 
 
 def retrying(

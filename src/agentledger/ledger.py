@@ -27,7 +27,13 @@ from ._concurrency import BLOCKING, GREENLET, Waits, async_context, await_, spaw
 from ._dialects import snapshot_read_options
 from ._json import Limits
 from ._probe import probe
-from ._retry import TRANSIENT_RETRIES, is_transient, retrying, should_retry
+from ._retry import (
+    TRANSIENT_RETRIES,
+    is_lost_before_commit,
+    is_transient,
+    retrying,
+    should_retry,
+)
 from ._translate import translated
 from .clock import Clock, system_clock
 from .engine import (
@@ -275,15 +281,24 @@ class Ledger:
 
     def _perform(self, writes: bool, call: Callable[[Work], R]) -> R:
         """Run one repository operation in a fresh transaction of its own, again after
-        a transient failure (a deadlock, a lock not granted, a stale statement cache)."""
+        a transient failure (a deadlock, a lock not granted, a stale statement cache) or
+        a connection lost before its COMMIT was sent (nothing of it was stored: a pooled
+        connection the server dropped, which the idle-only pre-ping let through)."""
         refuse_if_open(self._key)
+        begun: list[Work] = []  # the attempt's transaction, once it exists
 
         def attempt() -> R:
-            with self._new_work(writes=writes, session_factory=Session) as work:
+            begun.clear()
+            begun.append(self._new_work(writes=writes, session_factory=Session))
+            with begun[0] as work:
                 return work._perform(writes, call)
 
+        def retry_on(error: BaseException) -> bool:
+            lost = bool(begun) and is_lost_before_commit(error, begun[0].commit_sent)
+            return lost or is_transient(error)
+
         return retrying(
-            attempt, retries=TRANSIENT_RETRIES, retry_on=is_transient, sleep=self._waits.sleep
+            attempt, retries=TRANSIENT_RETRIES, retry_on=retry_on, sleep=self._waits.sleep
         )
 
     @contextmanager

@@ -80,6 +80,8 @@ class Work:
         """A read-only transaction that must see one snapshot (see ``begin``)."""
         self.rollback_only = False
         self.active = False
+        self.commit_sent = False
+        """Whether COMMIT was sent: a connection lost after that leaves the outcome unknown."""
         self._restore: dict[str, Any] | None = None
 
     def __enter__(self) -> Work:
@@ -112,6 +114,7 @@ class Work:
                 if failed or self.rollback_only:
                     self.session.rollback()
                 else:
+                    self.commit_sent = True
                     self.session.commit()
         finally:
             self.active = False
