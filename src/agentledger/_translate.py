@@ -205,9 +205,3 @@ def sqlite_busy_ignored() -> Iterator[None]:
     except sqlite3.Error as error:
         if sqlite_name(error) != "SQLITE_BUSY":
             raise
-
-
-def is_stale_write(error: BaseException) -> bool:
-    """Whether ``error`` is the ORM's version check failing: a versioned UPDATE or
-    DELETE matched no row, because another writer changed (or deleted) it first."""
-    return isinstance(error, StaleDataError)

@@ -1,12 +1,11 @@
 """Messages: the ordered conversation of a session, versioned with the session row.
 
-An append from a record checks and bumps the session's revision with a versioned
-ORM flush (``version_id_col``), then inserts the messages with one prebuilt INSERT in
-the same transaction, taking the new seqs from the record (so no ``UPDATE ...
-RETURNING`` is needed on any dialect): a stale writer's UPDATE matches no row, and
-none of its messages are stored. Appending costs the same whatever the
-length of the conversation: one UPDATE, one INSERT, and where the UPDATE cannot return
-the row (MariaDB/MySQL), one SELECT of it.
+An append from a record checks and bumps the session's revision with one versioned
+UPDATE (the check of the mapper's ``version_id_col``), then inserts the messages with
+one prebuilt INSERT in the same transaction, taking the new seqs from the record: a
+stale writer's UPDATE matches no row, and none of its messages are stored. Appending
+costs the same whatever the length of the conversation: one UPDATE, one INSERT, and
+where the UPDATE cannot return the row (MariaDB/MySQL), one SELECT of it.
 
 A message may carry the caller's key (``external_key``), unique per session. Keys
 are looked up *before* the revision check: a retry of an append whose commit had an
@@ -48,13 +47,7 @@ from ..records import (
 from . import _state
 from ._base import Repository, operation
 from ._seqlog import SeqLog
-from ._session_row import (
-    current_or_conflict,
-    flush_versioned,
-    load_record,
-    versioned_row,
-    written_record,
-)
+from ._session_row import current_or_conflict, load_record, write_versioned
 
 _MESSAGES = cast(Table, AgentMessage.__table__)
 MAX_READ = 2**31 - 1
@@ -303,21 +296,22 @@ class MessageRepository(Repository):
         state_delta: StateDelta | None = None,
     ) -> tuple[SessionRecord, list[Message]]:
         now = self._work.settings.now()
-        row = versioned_row(self._session, record)
-        row.message_seq = record.message_seq + len(messages)
-        row.message_count = (0 if replace else record.message_count) + len(messages)
-        row.updated_at = now
+        values: dict[str, Any] = {
+            "message_seq": record.message_seq + len(messages),
+            "message_count": (0 if replace else record.message_count) + len(messages),
+            "updated_at": now,
+        }
         if state_delta is not None:
             limits = self._work.settings.limits
-            row.state = _state.applied(record.state, state_delta, path="state", limits=limits)
+            values["state"] = _state.applied(record.state, state_delta, path="state", limits=limits)
         if record.preview is None:
             opening = next((m for m in messages if m.role == "user"), None)
             preview = preview_of(opening.content) if opening is not None else None
             if preview is not None:
-                row.preview = preview
+                values["preview"] = preview
         # The versioned UPDATE goes first: a stale writer stops here, before any of its
         # rows is written (and, on PostgreSQL, before it could wait on the winner's seqs).
-        flush_versioned(self._session, record)
+        after = write_versioned(self._session, record, values)
         connection = self._session.connection()
         if replace:
             connection.execute(_DELETE_ALL, {"id": record.id})
@@ -352,7 +346,7 @@ class MessageRepository(Repository):
             # key inserted meanwhile by a writer that bypassed the revision is a duplicate.
             with duplicate_as(lambda: _duplicate(record.id)):
                 connection.execute(_INSERT, rows if len(rows) > 1 else rows[0])
-        return written_record(self._session, row), stored
+        return after, stored
 
     def _merge_scopes(self, record: SessionRecord, deltas: dict[str, StateDelta]) -> None:
         """Merge the app and user state deltas of a call, in that order (after the
@@ -474,12 +468,13 @@ class MessageRepository(Repository):
         if not newest:
             current = record if blind else current_or_conflict(self._session, record)
             return Popped(session=current, messages=[])
-        row = versioned_row(self._session, record)
-        row.message_count = record.message_count - len(newest)
-        row.updated_at = self._work.settings.now()
-        flush_versioned(self._session, record)
+        values = {
+            "message_count": record.message_count - len(newest),
+            "updated_at": self._work.settings.now(),
+        }
+        after = write_versioned(self._session, record, values)
         self._session.connection().execute(_DELETE_FROM, {"id": record.id, "seq": newest[0].seq})
-        return Popped(session=written_record(self._session, row), messages=newest)
+        return Popped(session=after, messages=newest)
 
     @operation(writes=False)
     def last(self, id: str, n: int) -> list[Message]:
