@@ -304,11 +304,14 @@ def begin_snapshot(connection: Connection) -> None:
     deferred BEGIN reads one snapshot from its first read (WAL). MariaDB/MySQL have no
     such option in SQLAlchemy: this sends the statements that start a read-only
     transaction on a snapshot taken now (at REPEATABLE READ whatever the session's
-    level, since a consistent snapshot means nothing at READ COMMITTED). A write
-    inside it fails on the server too (errno 1792).
+    level, since a consistent snapshot means nothing at READ COMMITTED; the SET is
+    skipped, a round trip less, when the connection is at REPEATABLE READ already, the
+    server's default). A write inside it fails on the server too (errno 1792).
     """
     if connection.dialect.name in ("mysql", "mariadb"):
-        connection.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        level = connection.get_execution_options().get("isolation_level")
+        if (level or connection.default_isolation_level) != "REPEATABLE READ":
+            connection.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         connection.exec_driver_sql("START TRANSACTION READ ONLY, WITH CONSISTENT SNAPSHOT")
 
 

@@ -279,7 +279,7 @@ class Ledger:
         session = make_session(bind=join, **options)
         return Work(session, self.settings, writes=True, joined=True)
 
-    def _perform(self, writes: bool, call: Callable[[Work], R]) -> R:
+    def _perform(self, writes: bool, call: Callable[[Work], R], snapshot: bool = False) -> R:
         """Run one repository operation in a fresh transaction of its own, again after
         a transient failure (a deadlock, a lock not granted, a stale statement cache) or
         a connection lost before its COMMIT was sent (nothing of it was stored: a pooled
@@ -289,7 +289,7 @@ class Ledger:
 
         def attempt() -> R:
             begun.clear()
-            begun.append(self._new_work(writes=writes, session_factory=Session))
+            begun.append(self._new_work(writes=writes, snapshot=snapshot, session_factory=Session))
             with begun[0] as work:
                 return work._perform(writes, call)
 

@@ -130,9 +130,11 @@ class Work:
             check_borrowed_sqlite(connection)
             self.settings.checked_engines.add(engine_id)
 
-    def _perform(self, writes: bool, call: Callable[[Work], R]) -> R:
+    def _perform(self, writes: bool, call: Callable[[Work], R], snapshot: bool = False) -> R:
         """Run one operation in this transaction: refused when the transaction cannot do
-        it, driver errors translated, and rollback-only after a conflict."""
+        it, driver errors translated, and rollback-only after a conflict. (``snapshot``
+        asks a ledger for a snapshot transaction; here the reads see what this
+        transaction sees.)"""
         self.ensure_usable(writes)
         try:
             with translated(self.settings.url):
@@ -157,7 +159,7 @@ class Work:
 class Scope(Protocol):
     """Where a repository's operations run: a ``Work`` or a ``Ledger``."""
 
-    def _perform(self, writes: bool, call: Callable[[Work], R], /) -> R: ...
+    def _perform(self, writes: bool, call: Callable[[Work], R], snapshot: bool = False, /) -> R: ...
 
 
 class Repository:
@@ -188,17 +190,19 @@ RepoT = TypeVar("RepoT", bound=Repository)
 
 
 def operation(
-    *, writes: bool
+    *, writes: bool, snapshot: bool = False
 ) -> Callable[[Callable[Concatenate[RepoT, P], R]], Callable[Concatenate[RepoT, P], R]]:
     """Mark a repository method as one operation, run by the repository's scope: checks,
     error translation, the rollback-only rule after a conflict, and (on a ledger) its
-    own retried transaction. ``writes`` says whether it needs a write transaction."""
+    own retried transaction. ``writes`` says whether it needs a write transaction;
+    ``snapshot``, a read whose statements must all see one snapshot (on a ledger, a
+    read-only snapshot transaction; in a unit of work, that unit's transaction)."""
 
     def decorate(method: Callable[Concatenate[RepoT, P], R]) -> Callable[Concatenate[RepoT, P], R]:
         @wraps(method)
         def run(self: RepoT, /, *args: P.args, **kwargs: P.kwargs) -> R:
             return self._scope._perform(
-                writes, lambda work: method(self._within(work), *args, **kwargs)
+                writes, lambda work: method(self._within(work), *args, **kwargs), snapshot
             )
 
         run.writes = writes  # type: ignore[attr-defined]

@@ -37,6 +37,7 @@ from ..models.message import MAX_ROW_KEY_LENGTH
 from ..models.types import json_text
 from ..records import (
     Appended,
+    Conversation,
     Message,
     NewMessage,
     Popped,
@@ -528,6 +529,26 @@ class MessageRepository(Repository):
         found = messages_of(rows, id)
         return found[::-1] if last is not None else found
 
+    @operation(writes=False, snapshot=True)
+    def conversation(self, id: str, *, last: int | None = None) -> Conversation:
+        """The session and its whole conversation, or its newest ``last`` messages (in
+        seq order), read in one read-only transaction on one snapshot: what an agent
+        loads at the start of a turn, in one call.
+
+        Raises:
+            NotFoundError: no such session.
+            ValidationError: a ``last`` below 1.
+        """
+        validate_id(id)
+        count = None if last is None else bounded_int(last, "last", low=1, high=MAX_READ)
+        record = load_record(self._session, id)
+        if count is None:
+            rows = _LOG.all_rows(self._session, id)
+        else:
+            rows = _LOG.last_rows(self._session, id, count)
+        found = {"session": record, "messages": messages_of(rows, id)}
+        return from_stored(Conversation, found)
+
     @operation(writes=False)
     def all(self, id: str) -> list[Message]:
         """The whole conversation, in seq order.
@@ -675,6 +696,17 @@ class AsyncMessageRepository:
             ValidationError: a naive ``at``, a ``last`` below 1.
         """
         return await spawn(self._proxied.before, id, at, last=last)
+
+    async def conversation(self, id: str, *, last: int | None = None) -> Conversation:
+        """The session and its whole conversation, or its newest ``last`` messages (in
+        seq order), read in one read-only transaction on one snapshot: what an agent
+        loads at the start of a turn, in one call.
+
+        Raises:
+            NotFoundError: no such session.
+            ValidationError: a ``last`` below 1.
+        """
+        return await spawn(self._proxied.conversation, id, last=last)
 
     async def all(self, id: str) -> list[Message]:
         """The whole conversation, in seq order.
