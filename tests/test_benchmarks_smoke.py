@@ -24,6 +24,7 @@ OPERATIONS = {
     "append_steps_100",
     "load_all",
     "load_last_50",
+    "usage_steps",
     "list_first",
     "list_deep",
     "checkpoint_save_100000",
@@ -64,5 +65,6 @@ def test_the_quick_benchmark_runs_on_every_configured_database(tmp_path: Path) -
         assert operations["append_message_10"]["statements"]["agentledger"] >= 2
         for variant in ("agentledger", "core", "raw"):
             assert result["concurrency"][variant]["lost_updates"] == 0
+            assert result["concurrency"][variant]["max_tries"] >= 1
             assert result["stream"][variant]["complete"]
     assert "### Targets" in (tmp_path / "results.md").read_text()
