@@ -163,6 +163,17 @@ def returns_from_update(session: Session) -> bool:
     return bool(session.get_bind().dialect.update_returning)
 
 
+def appends_in_one_statement(session: Session) -> bool:
+    """Whether an append can write the session row and insert its messages in one
+    statement (``_session_row.write_versioned_and_insert``).
+
+    PostgreSQL has data-modifying CTEs: the INSERT selects from the versioned UPDATE's
+    RETURNING, so the messages are stored only when the revision matched, in one round
+    trip. SQLite and MariaDB/MySQL have no DML inside WITH: an UPDATE, then an INSERT.
+    """
+    return session.get_bind().dialect.name == "postgresql"
+
+
 def upsert_grant(session: Session, values: dict[str, Any]) -> None:
     """Insert a grant, or refresh ``granted_by``, ``granted_at`` and ``expires_at`` of the
     one already there, in one statement that concurrent granters cannot race.

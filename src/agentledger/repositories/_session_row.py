@@ -12,7 +12,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal, cast
 
-from sqlalchemy import ColumnElement, Row, Table, Update, bindparam, exists, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Row,
+    Select,
+    Table,
+    Update,
+    bindparam,
+    exists,
+    insert,
+    select,
+    union_all,
+    update,
+)
 from sqlalchemy.orm import Session
 
 from .._dialects import returns_from_update
@@ -217,6 +229,72 @@ def write_versioned(
     if result.rowcount == 0:
         raise _stale_or_deleted(session, record)
     return load_record(session, record.id)
+
+
+ONE_STATEMENT_ROWS = 16
+"""The most rows ``write_versioned_and_insert`` takes: a statement per batch size is
+cached, and a long batch gains nothing from saving one round trip."""
+_APPENDS: dict[tuple[Any, ...], Select[Any]] = {}
+
+
+def _append_statement(
+    columns: tuple[str, ...], table: Table, names: tuple[str, ...], count: int
+) -> Select[Any]:
+    """``WITH written AS (UPDATE agentledger_sessions ... RETURNING ...), inserted AS
+    (INSERT INTO <table> SELECT ... FROM written) SELECT * FROM written``: the rows are
+    inserted only when the versioned UPDATE matched (they select from its RETURNING),
+    with the revision check exactly as ``_write_statement`` makes it."""
+    written = _write_statement(columns, returning=True).cte("written")
+    selects = [
+        select(
+            *(
+                written.c.id
+                if name == "session_id"
+                else bindparam(f"r{index}_{name}", type_=table.c[name].type)
+                for name in names
+            )
+        ).select_from(written)
+        for index in range(count)
+    ]
+    source = selects[0] if count == 1 else union_all(*selects)
+    inserted = insert(table).from_select(list(names), source).cte("inserted")
+    return select(*written.c).add_cte(inserted)
+
+
+def write_versioned_and_insert(
+    session: Session,
+    record: SessionRecord,
+    values: dict[str, Any],
+    table: Table,
+    rows: list[dict[str, Any]],
+) -> SessionRecord:
+    """``write_versioned`` and the INSERT of ``rows`` (child rows of the session, each
+    with every column of the first, at most ``ONE_STATEMENT_ROWS``) in one statement,
+    a data-modifying CTE, where the database has them (``_dialects.
+    appends_in_one_statement``): one round trip instead of two. A stale revision
+    inserts nothing and raises the same ConflictError."""
+    loaded = session.identity_map.get(session.identity_key(AgentSession, record.id))
+    if loaded is not None:
+        session.expunge(loaded)
+    names = tuple(rows[0])
+    key = (tuple(values), table.name, names, len(rows))
+    statement = _APPENDS.get(key)
+    if statement is None:
+        statement = _APPENDS.setdefault(key, _append_statement(key[0], table, names, len(rows)))
+    params = {
+        **values,
+        "b_id": record.id,
+        "b_revision": record.revision,
+        "new_revision": record.revision + 1,
+    }
+    for index, row in enumerate(rows):
+        params.update(
+            (f"r{index}_{name}", value) for name, value in row.items() if name != "session_id"
+        )
+    found = session.connection().execute(statement, params).first()
+    if found is None:
+        raise _stale_or_deleted(session, record)
+    return record_of(found)
 
 
 def current_or_conflict(session: Session, record: SessionRecord) -> SessionRecord:

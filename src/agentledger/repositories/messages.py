@@ -27,6 +27,7 @@ from sqlalchemy import Integer, Row, Table, bindparam, delete, insert, select
 
 from .._checks import bounded_int, checked_text
 from .._concurrency import spawn
+from .._dialects import appends_in_one_statement
 from .._json import canonical, check_object, check_row, decode_json
 from .._translate import duplicate_as
 from ..clock import utc
@@ -48,7 +49,13 @@ from ..records import (
 from . import _state
 from ._base import Repository, operation
 from ._seqlog import SeqLog
-from ._session_row import current_or_conflict, load_record, write_versioned
+from ._session_row import (
+    ONE_STATEMENT_ROWS,
+    current_or_conflict,
+    load_record,
+    write_versioned,
+    write_versioned_and_insert,
+)
 
 _MESSAGES = cast(Table, AgentMessage.__table__)
 MAX_READ = 2**31 - 1
@@ -310,12 +317,6 @@ class MessageRepository(Repository):
             preview = preview_of(opening.content) if opening is not None else None
             if preview is not None:
                 values["preview"] = preview
-        # The versioned UPDATE goes first: a stale writer stops here, before any of its
-        # rows is written (and, on PostgreSQL, before it could wait on the winner's seqs).
-        after = write_versioned(self._session, record, values)
-        connection = self._session.connection()
-        if replace:
-            connection.execute(_DELETE_ALL, {"id": record.id})
         stored = [
             from_stored(
                 Message,
@@ -342,10 +343,24 @@ class MessageRepository(Repository):
             }
             for message in stored
         ]
-        if rows:
-            # One prebuilt INSERT (a batch for several): the rows need no identity map. A
-            # key inserted meanwhile by a writer that bypassed the revision is a duplicate.
-            with duplicate_as(lambda: _duplicate(record.id)):
+        # A key inserted meanwhile by a writer that bypassed the revision is a duplicate.
+        with duplicate_as(lambda: _duplicate(record.id)):
+            if (
+                not replace
+                and 0 < len(rows) <= ONE_STATEMENT_ROWS
+                and appends_in_one_statement(self._session)
+            ):
+                after = write_versioned_and_insert(self._session, record, values, _MESSAGES, rows)
+                return after, stored
+            # The versioned UPDATE goes first: a stale writer stops here, before any of
+            # its rows is written (and, on PostgreSQL, before it could wait on the
+            # winner's seqs).
+            after = write_versioned(self._session, record, values)
+            connection = self._session.connection()
+            if replace:
+                connection.execute(_DELETE_ALL, {"id": record.id})
+            if rows:
+                # One prebuilt INSERT (a batch for several): no identity map needed.
                 connection.execute(_INSERT, rows if len(rows) > 1 else rows[0])
         return after, stored
 
