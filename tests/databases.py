@@ -191,6 +191,22 @@ def migrated(url: URL) -> URL:
     return url
 
 
+_MIGRATED: dict[str, URL] = {}
+
+
+def migrated_once(dialect: str, tmp_path_factory: pytest.TempPathFactory) -> URL:
+    """A migrated database of ``dialect`` (sync driver URL) that the run's tests share,
+    made at first use: a SQLite file in a temporary folder, else the server's database."""
+    if dialect not in _MIGRATED:
+        if dialect == "sqlite":
+            path = tmp_path_factory.mktemp("migrated-once") / "ledger.db"
+            url = make_url(f"sqlite+pysqlite:///{path}")
+        else:
+            url = server_url_or_skip(dialect)
+        _MIGRATED[dialect] = migrated(url)
+    return _MIGRATED[dialect]
+
+
 DIALECTS = ("sqlite", "postgresql", "mysql")
 """Every database agentledger runs on; ``mysql`` is MariaDB here (MySQL 8 is a known gap)."""
 _MARKS = {

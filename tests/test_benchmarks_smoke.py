@@ -69,3 +69,15 @@ def test_the_quick_benchmark_runs_on_every_configured_database(tmp_path: Path) -
         for variant in ("agentledger", "raw"):
             assert result["stream"][variant]["complete"]
     assert "### Targets" in (tmp_path / "results.md").read_text()
+
+
+@pytest.mark.slow
+def test_the_viewers_quick_benchmark_measures_every_page(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "benchmarks.ui", "--quick", "--databases", "sqlite"]
+    done = subprocess.run(
+        [*command, "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    (result,) = json.loads((tmp_path / "ui.json").read_text())
+    assert len(result["pages"]) == 10
+    assert all(page["median_ms"] > 0 and page["bytes"] > 0 for page in result["pages"])

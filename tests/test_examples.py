@@ -65,3 +65,30 @@ def test_the_join_example_commits_or_rolls_back_both_rows(scratch_url: URL) -> N
     out = run_example("join_app_transaction.py", scratch_url)
     assert "orders (1): ['umbrella']" in out
     assert "agent messages: ['Ordered umbrella for you.']" in out
+
+
+def test_the_openai_agents_example_remembers_the_conversation_across_runs(
+    scratch_url: URL,
+) -> None:
+    first = run_example("openai_agents_session.py", scratch_url)
+    assert "session ada-lisbon-trip holds 0 items" in first
+    assert "< Good news: sunny, 24°C in Lisbon." in first
+    assert "now 6 items; 4 steps, 135 tokens" in first
+    second = run_example("openai_agents_session.py", scratch_url)
+    assert "session ada-lisbon-trip holds 6 items" in second
+    assert "< I have 11 items of our conversation in mind." in second
+    assert "now 12 items; 8 steps, 486 tokens" in second
+
+
+def test_the_adk_example_runs_a_turn_and_a_second_process_goes_on_from_it(
+    scratch_url: URL,
+) -> None:
+    first = run_example("adk_session.py", scratch_url)
+    assert "created session lisbon-trip" in first
+    assert "booker: Booked Lisbon, seat 11A." in first
+    assert "state: {'app:bookings': 1, 'booked': 'Lisbon', 'user:home': 'Porto'}" in first
+    assert "in the ledger: made by 'adk', 4 messages, revision 5" in first
+    second = run_example("adk_session.py", scratch_url)
+    assert "found session lisbon-trip with 4 events" in second
+    assert "booker: Booked Lisbon, seat 12A." in second
+    assert "in the ledger: made by 'adk', 8 messages, revision 9" in second

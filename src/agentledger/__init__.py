@@ -17,6 +17,7 @@ from .errors import (
     InvalidIdError,
     NotFoundError,
     PermissionDeniedError,
+    RecordValidationError,
     SchemaError,
     UsageError,
     ValidationError,
@@ -54,6 +55,7 @@ from .records import (
     StateDelta,
     Step,
     TokenUsage,
+    UsageGroup,
     UserState,
 )
 from .retention import PurgePolicy
@@ -94,6 +96,7 @@ __all__ = [
     "PermissionDeniedError",
     "Popped",
     "PurgePolicy",
+    "RecordValidationError",
     "RunSummary",
     "SchemaError",
     "SessionOverview",
@@ -105,6 +108,7 @@ __all__ = [
     "TokenUsage",
     "UnitOfWork",
     "UsageError",
+    "UsageGroup",
     "UserState",
     "ValidationError",
     "configure_sqlite_engine",

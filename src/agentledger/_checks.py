@@ -24,18 +24,20 @@ from .models.session import MAX_SCOPE_LENGTH
 MAX_CURSOR_LENGTH = 1024
 
 
-def bounded_int(value: object, name: str, *, low: int = 0, high: int | None = None) -> int:
+MAX_INT = 2**31 - 1
+"""The largest integer argument: what every driver binds against an INTEGER column
+(asyncpg refuses 2**31 for one, SQLite's driver anything past 2**63 - 1), and more
+than any seq, revision or count a session reaches."""
+
+
+def bounded_int(value: object, name: str, *, low: int = 0, high: int = MAX_INT) -> int:
     """``value`` if it is an int (not a bool) from ``low`` to ``high``; else a
     ValidationError naming ``name`` and the range."""
-    if (
-        isinstance(value, int)
-        and not isinstance(value, bool)
-        and value >= low
-        and (high is None or value <= high)
-    ):
+    if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high:
         return value
-    wanted = f"an int >= {low}" if high is None else f"an int from {low} to {high:,}"
-    raise ValidationError(f"{name} must be {wanted}, got {value!r}", path=name)
+    raise ValidationError(
+        f"{name} must be an int from {low:,} to {high:,}, got {value!r}", path=name
+    )
 
 
 def text_problem(text: str) -> str | None:

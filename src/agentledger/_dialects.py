@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, TypeVar, cast
@@ -13,6 +14,7 @@ from sqlalchemy import (
     Select,
     Table,
     Text,
+    and_,
     func,
     literal,
     select,
@@ -120,6 +122,11 @@ def check_offline_sql(url: URL) -> None:
         raise SchemaError(SQLITE_OFFLINE_REFUSAL, hint=_SQLITE_OFFLINE_HINT)
 
 
+TOKEN_LIMIT = 2**63 - 1
+"""The largest token total a session holds (its BIGINT columns)."""
+TOKEN_COLUMNS = ("input_tokens", "output_tokens", "total_tokens")
+
+
 def allocate_step_seqs(
     session: Session, id: str, count: int, usage: tuple[int, int, int], now: datetime
 ) -> int | None:
@@ -127,7 +134,8 @@ def allocate_step_seqs(
 
     One UPDATE under the session row's lock, so concurrent appenders get contiguous
     seqs and exact totals; the revision is left alone (steps never conflict with a
-    save). Returns the last seq reserved, or None when the session does not exist.
+    save). Returns the last seq reserved, or None when no row matched: the session does
+    not exist, or a total would pass ``TOKEN_LIMIT`` (the row is then left as it was).
 
     PostgreSQL and SQLite read the new counter back with ``UPDATE ... RETURNING``.
     MariaDB/MySQL have no UPDATE RETURNING: the counter goes through
@@ -142,7 +150,14 @@ def allocate_step_seqs(
         "total_tokens": table.c.total_tokens + usage[2],
         "updated_at": now,
     }
-    statement = update(table).where(table.c.id == id)
+    statement = update(table).where(
+        table.c.id == id,
+        *(
+            table.c[name] <= TOKEN_LIMIT - added
+            for name, added in zip(TOKEN_COLUMNS, usage, strict=True)
+            if added
+        ),
+    )
     if session.connection().dialect.update_returning:
         row = session.execute(statement.values(values).returning(table.c.step_count)).first()
         return None if row is None else int(row[0])
@@ -200,6 +215,14 @@ def upsert_grant(session: Session, values: dict[str, Any]) -> None:
             {name: statement_mysql.inserted[name] for name in refreshed}
         )
     )
+
+
+def missing_row_lock_is_safe(session: Session) -> bool:
+    """Whether a ``SELECT ... FOR UPDATE`` of a row that may be missing can come before
+    inserting it: on PostgreSQL and SQLite a missing row locks nothing, so a merge into an
+    existing row needs no INSERT attempt first; on MariaDB/MySQL it takes a gap lock, and
+    two such transactions deadlock on their INSERTs (see ``insert_if_absent``)."""
+    return session.connection().dialect.name in ("postgresql", "sqlite")
 
 
 def insert_if_absent(
@@ -384,3 +407,109 @@ def drop_temporary_table(connection: Connection, name: str) -> None:
     if connection.dialect.name in ("mysql", "mariadb"):
         quoted = connection.dialect.identifier_preparer.quote(name)
         connection.execute(text(f"DROP TEMPORARY TABLE IF EXISTS {quoted}"))
+
+
+def insert_missing(
+    session: Session, table: Table, rows: Sequence[dict[str, Any]], keys: tuple[str, ...]
+) -> None:
+    """Insert ``rows`` (one statement), leaving alone each one whose primary key is
+    already stored: ``insert_if_absent`` for many rows at once."""
+    if not rows:
+        return
+    dialect = session.connection().dialect.name
+    if dialect in ("postgresql", "sqlite"):
+        insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
+        statement = insert(table).values(list(rows)).on_conflict_do_nothing(index_elements=keys)
+        session.execute(statement)
+        return
+    statement_mysql = mysql_insert(table).values(list(rows))
+    session.execute(statement_mysql.on_duplicate_key_update({keys[0]: table.c[keys[0]]}))
+
+
+def upsert_rows(
+    session: Session,
+    table: Table,
+    rows: Sequence[dict[str, Any]],
+    keys: tuple[str, ...],
+    refreshed: Sequence[str],
+) -> None:
+    """Insert ``rows`` (one statement); a row whose primary key is stored gets its
+    ``refreshed`` columns replaced instead. ``ON CONFLICT ... DO UPDATE`` on PostgreSQL
+    and SQLite, ``ON DUPLICATE KEY UPDATE`` on MariaDB/MySQL (see ``upsert_grant``)."""
+    if not rows:
+        return
+    dialect = session.connection().dialect.name
+    if dialect in ("postgresql", "sqlite"):
+        insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
+        statement = insert(table).values(list(rows))
+        session.execute(
+            statement.on_conflict_do_update(
+                index_elements=keys, set_={name: statement.excluded[name] for name in refreshed}
+            )
+        )
+        return
+    statement_mysql = mysql_insert(table).values(list(rows))
+    session.execute(
+        statement_mysql.on_duplicate_key_update(
+            {name: statement_mysql.inserted[name] for name in refreshed}
+        )
+    )
+
+
+def json_key_equals(
+    session: Session, column: ColumnElement[Any], key: str, value: object
+) -> ColumnElement[bool] | None:
+    """A condition that a JSON object column's ``key`` holds exactly ``value`` (a string,
+    an int, a bool), or None when this dialect cannot say so exactly in SQL (the caller
+    then compares in Python).
+
+    PostgreSQL (JSONB): ``column -> key = value::jsonb``, exact with types. SQLite:
+    ``json_extract`` with ``json_type`` (json_extract alone reads ``true`` as 1).
+    MariaDB/MySQL: the unquoted text with a binary collation (the connection's may be
+    case-insensitive) and ``JSON_TYPE``; booleans there are left to Python.
+    """
+    if type(value) not in (str, int, bool) or '"' in key or "\\" in key:
+        return None
+    if isinstance(value, int) and not -(2**63) <= value < 2**63:
+        return None
+    dialect = session.connection().dialect.name
+    path = f'$."{key}"'
+    if dialect == "postgresql":
+        encoded = json.dumps(value, ensure_ascii=False)
+        return column.op("->")(literal(key, Text())) == sql_cast(
+            literal(encoded, Text()), postgresql.JSONB()
+        )
+    if dialect == "sqlite":
+        kind = func.json_type(column, path)
+        if type(value) is bool:
+            return kind == ("true" if value else "false")
+        expected = "text" if type(value) is str else "integer"
+        return and_(kind == expected, func.json_extract(column, path) == value)
+    if dialect in ("mysql", "mariadb") and type(value) is not bool:
+        extracted = func.json_extract(column, path)
+        if type(value) is str:
+            unquoted = func.json_unquote(extracted).collate("utf8mb4_bin")
+            return and_(func.json_type(extracted) == "STRING", unquoted == value)
+        return and_(func.json_type(extracted) == "INTEGER", extracted == value)
+    return None
+
+
+def touch_session_by_key(session: Session, key_hash: str, key: str, now: datetime) -> str | None:
+    """Set ``updated_at`` of the session with external key ``key`` (its scope's hash
+    ``key_hash``) to ``now`` and return its id; None when there is none.
+
+    PostgreSQL and SQLite do both in one ``UPDATE ... RETURNING``; MariaDB/MySQL, which
+    have no UPDATE RETURNING, read the id first, then update it by id.
+    """
+    table = cast(Table, AgentSession.__table__)
+    by_key = (table.c.external_key_hash == key_hash) & (table.c.external_key == key)
+    if session.connection().dialect.update_returning:
+        statement = update(table).where(by_key).values(updated_at=now).returning(table.c.id)
+        found: str | None = session.connection().execute(statement).scalar_one_or_none()
+        return found
+    row = session.connection().execute(select(table.c.id).where(by_key)).first()
+    if row is None:
+        return None
+    found = str(row[0])
+    session.connection().execute(update(table).where(table.c.id == found).values(updated_at=now))
+    return found

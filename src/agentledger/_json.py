@@ -17,6 +17,10 @@ from ._checks import bounded_int, text_problem
 from .errors import CorruptRecordError, ValidationError
 
 MiB = 1024 * 1024
+MAX_DEPTH = 31
+"""The deepest nesting of lists and objects every supported database stores: MariaDB's
+``json_valid`` CHECK refuses 32 levels or more (errno 4025), SQLite and PostgreSQL take
+more. One limit on every dialect, so a value stored on one can be copied to any other."""
 
 
 @dataclass(frozen=True)
@@ -30,16 +34,19 @@ class Limits:
         max_value_bytes: largest JSON value (session state, a message's content or
             metadata, a step field), in bytes of UTF-8 JSON text.
         max_checkpoint_bytes: largest checkpoint payload, in bytes of UTF-8 JSON text.
-        max_depth: deepest nesting of lists and objects.
+        max_depth: deepest nesting of lists and objects in one stored value (a column:
+            a message's content, a checkpoint's whole payload), at most ``MAX_DEPTH``
+            (31), what every supported database stores.
     """
 
     max_value_bytes: int = 4 * MiB
     max_checkpoint_bytes: int = 6 * MiB
-    max_depth: int = 64
+    max_depth: int = MAX_DEPTH
 
     def __post_init__(self) -> None:
-        for name in ("max_value_bytes", "max_checkpoint_bytes", "max_depth"):
+        for name in ("max_value_bytes", "max_checkpoint_bytes"):
             bounded_int(getattr(self, name), f"Limits.{name}", low=1)
+        bounded_int(self.max_depth, "Limits.max_depth", low=1, high=MAX_DEPTH)
 
 
 _SCALARS = (str, int, float, bool, type(None))
@@ -47,6 +54,14 @@ _SCALARS = (str, int, float, bool, type(None))
 
 def _describe(path: str, problem: str) -> ValidationError:
     return ValidationError(f"{path}: {problem}", path=path)
+
+
+def _too_deep(where: str, limits: Limits) -> ValidationError:
+    return _describe(
+        where,
+        f"nesting deeper than {limits.max_depth} levels (Limits.max_depth; {MAX_DEPTH} is the "
+        "most every supported database stores)",
+    )
 
 
 def _check_string(text: str, path: str) -> None:
@@ -102,7 +117,7 @@ def check_json(
         kind = type(item)
         if kind is dict:
             if depth >= limits.max_depth:
-                raise _describe(where, f"nesting deeper than {limits.max_depth} levels")
+                raise _too_deep(where, limits)
             for key, child in item.items():
                 if type(key) is not str:
                     raise _describe(where, f"key {key!r} is a {type(key).__name__}, not a str")
@@ -110,7 +125,7 @@ def check_json(
                 stack.append((child, f"{where}[{key!r}]", depth + 1))
         elif kind is list:
             if depth >= limits.max_depth:
-                raise _describe(where, f"nesting deeper than {limits.max_depth} levels")
+                raise _too_deep(where, limits)
             stack.extend(
                 (child, f"{where}[{index}]", depth + 1) for index, child in enumerate(item)
             )
@@ -157,10 +172,34 @@ def check_row(
 
 
 def check_object(value: Any, *, path: str, limits: Limits, jsonb: bool = False) -> dict[str, Any]:
-    """Check a JSON object (session state, metadata) and return it."""
+    """Check a JSON object (session state, metadata) and return it; with ``jsonb``, in
+    the form JSONB keeps (``jsonb_form``), which is then what every dialect stores."""
     if type(value) is not dict:
         raise _describe(path, f"must be a dict of JSON values, got {type(value).__name__}")
     check_json(value, path=path, limits=limits, jsonb=jsonb)
+    return jsonb_form(value) if jsonb else value
+
+
+def _jsonb_key_order(key: str) -> tuple[int, bytes]:
+    encoded = key.encode("utf-8")
+    return len(encoded), encoded
+
+
+def jsonb_form(value: Any) -> Any:
+    """A checked JSON value as PostgreSQL's JSONB hands it back: ``-0.0`` as ``0.0``
+    (JSONB numbers are ``numeric``, which has no negative zero) and every object's
+    keys in JSONB's order (shorter keys first, then by their UTF-8 bytes).
+
+    Session, app and user state are JSONB on PostgreSQL; they are stored in this form
+    on every dialect, so the same state reads back the same everywhere, and a record
+    returned by a write equals the one read back. ``==`` is unchanged by it."""
+    kind = type(value)
+    if kind is dict:
+        return {key: jsonb_form(value[key]) for key in sorted(value, key=_jsonb_key_order)}
+    if kind is list:
+        return [jsonb_form(item) for item in value]
+    if kind is float and value == 0.0:
+        return 0.0
     return value
 
 

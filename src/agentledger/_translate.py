@@ -8,9 +8,10 @@ and ``connection_invalidated``, never by class alone and never by message text.
 
 from __future__ import annotations
 
+import re
 import sqlite3
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, suppress
 
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, make_url
@@ -40,13 +41,31 @@ _UNIQUE = {"23505"}
 _FOREIGN_KEY = {"23503"}
 
 
+_QUERY_SECRETS = ("password", "passwd")
+"""Query parameters drivers take a password from (``?password=`` for every driver,
+``?passwd=`` for PyMySQL and MySQLdb)."""
+
+
 def mask(url: str | URL) -> str:
-    """The URL as text with its password replaced by ``***``: safe for errors and logs."""
+    """The URL as text with its password replaced by ``***``, in the userinfo and in
+    the query string: safe for errors and logs."""
     try:
         parsed = url if isinstance(url, URL) else make_url(url)
-    except sa_exc.ArgumentError:
+    except (sa_exc.ArgumentError, ValueError):  # ValueError: a port that is not a number
         return "<unparseable database URL>"
-    return parsed.render_as_string(hide_password=True)
+    hidden = {name: "***" for name in _QUERY_SECRETS if name in parsed.query}
+    if hidden:
+        parsed = parsed.update_query_dict(hidden)
+    return parsed.render_as_string(hide_password=True).replace("=%2A%2A%2A", "=***")
+
+
+def secrets_of(url: URL) -> list[str]:
+    """The passwords ``url`` carries: in its userinfo and in its query string."""
+    found = [str(url.password)] if url.password else []
+    for name in _QUERY_SECRETS:
+        value = url.query.get(name)
+        found.extend([value] if isinstance(value, str) else list(value or ()))
+    return [secret for secret in found if secret]
 
 
 def sqlstate(error: BaseException) -> str | None:
@@ -100,9 +119,26 @@ def _is_stale_statement_cache(error: BaseException) -> bool:
     return type(cause).__name__ == "InvalidCachedStatementError" and sqlstate(error) == "0A000"
 
 
-def _scrub(text: str, url: URL | None) -> str:
-    if url is not None and url.password:
-        text = text.replace(str(url.password), "***")
+def scrub(text: str, url: URL | None) -> str:
+    """``text`` with the passwords of ``url`` masked: in the URL wherever it is written
+    out, and each password wherever it stands as a word of its own, never inside
+    another word (the password ``nc`` leaves ``nc_nonexistent`` alone)."""
+    if url is None:
+        return text
+    placeholder = "\x00url\x00"  # keeps the masked URL's user name out of the word pass
+    for written in {url.render_as_string(hide_password=False), str(url)}:
+        text = text.replace(written, placeholder)
+    for secret in secrets_of(url):
+        text = re.sub(rf"(?<!\w){re.escape(secret)}(?!\w)", "***", text)
+    return text.replace(placeholder, mask(url))
+
+
+def scrub_urls(text: str, urls: Iterable[str]) -> str:
+    """``text`` with the passwords of each of ``urls`` masked (``scrub``); a URL that
+    does not parse is left out (it cannot be where a driver put a password)."""
+    for url in urls:
+        with suppress(sa_exc.ArgumentError, ValueError):
+            text = scrub(text, make_url(url))
     return text
 
 
@@ -113,7 +149,7 @@ def translate(error: BaseException, url: URL | None) -> AgentLedgerError:
     if isinstance(error, sa_exc.StatementError) and isinstance(error.orig, AgentLedgerError):
         return error.orig
     where = f" ({mask(url)})" if url is not None else ""
-    detail = _scrub(
+    detail = scrub(
         f"{type(getattr(error, 'orig', error)).__name__}: {getattr(error, 'orig', error)}", url
     )
     if isinstance(error, StaleDataError):
@@ -181,9 +217,14 @@ def duplicate_as(error: Callable[[], AgentLedgerError]) -> Iterator[None]:
         yield
 
 
-def is_bad_url(error: BaseException) -> bool:
-    """Whether ``error`` is SQLAlchemy refusing a database URL it cannot parse."""
-    return isinstance(error, sa_exc.ArgumentError)
+@contextmanager
+def bad_url_as(error: Callable[[], AgentLedgerError]) -> Iterator[None]:
+    """Inside the block (parsing a URL), a URL SQLAlchemy cannot parse becomes
+    ``error()``: an ArgumentError, or the ValueError of a port that is not a number."""
+    try:
+        yield
+    except (sa_exc.ArgumentError, ValueError):
+        raise error() from None
 
 
 @contextmanager

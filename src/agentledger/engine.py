@@ -22,19 +22,20 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import sys
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Connection, Dialect, Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine import URL, Dialect, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry, PoolResetState
 
-from ._translate import handled, is_bad_url, missing_driver_as, sqlite_busy_ignored
+from ._translate import bad_url_as, missing_driver_as, sqlite_busy_ignored
 from ._translate import mask as mask
 from .errors import DatabaseError, SchemaError, ValidationError
 
@@ -88,7 +89,7 @@ def resolve_url(url: str | URL | None, *, asynchronous: bool) -> URL:
         "sqlite:///agentledger.db or postgresql://user@host/db",
         path="url",
     )
-    with handled(is_bad_url, lambda: not_a_url):
+    with bad_url_as(lambda: not_a_url):
         parsed = url if isinstance(url, URL) else make_url(url)
     backend = parsed.get_backend_name()
     if backend == "postgres":
@@ -97,6 +98,15 @@ def resolve_url(url: str | URL | None, *, asynchronous: bool) -> URL:
         raise ValidationError(
             f"unsupported database {backend!r} in {mask(parsed)}: agentledger runs on "
             "sqlite, postgresql and mysql/mariadb",
+            path="url",
+        )
+    charset = parsed.query.get("charset")
+    if backend in ("mysql", "mariadb") and charset is not None and charset != "utf8mb4":
+        # Any other character set cannot hold every character agentledger stores (and
+        # PyMySQL fails on an unknown one with an AttributeError).
+        raise ValidationError(
+            f"charset={charset!s} in {mask(parsed)}: agentledger stores any Unicode text, "
+            "which needs charset=utf8mb4 (the default: leave it out)",
             path="url",
         )
     driver = parsed.drivername.partition("+")[2]
@@ -300,14 +310,17 @@ def create_async_engine_for(url: str | URL | None = None, **options: Any) -> Asy
     return engine
 
 
-def configure_sqlite_engine(engine: Engine) -> None:
+def configure_sqlite_engine(engine: Engine | AsyncEngine) -> None:
     """Give a SQLite engine the set-up agentledger relies on; other engines are left alone.
 
-    Call it on a SQLite engine you create and share with agentledger: it turns the
-    driver's own transaction handling off on each connection, sets WAL, a busy
-    timeout and foreign keys, and makes transactions that will write begin with
-    ``BEGIN IMMEDIATE``. Calling it twice is harmless.
+    Call it on a SQLite engine you create and share with agentledger, sync or async
+    (an AsyncEngine is set up through its ``sync_engine``): it turns the driver's own
+    transaction handling off on each connection, sets WAL, a busy timeout and foreign
+    keys, and makes transactions that will write begin with ``BEGIN IMMEDIATE``.
+    Calling it twice is harmless.
     """
+    if isinstance(engine, AsyncEngine):
+        engine = engine.sync_engine
     if engine.dialect.name != "sqlite" or is_configured_sqlite(engine):
         return
     event.listen(engine, "connect", _on_sqlite_connect)
@@ -503,3 +516,22 @@ def pgbouncer_engine_options(*, asynchronous: bool) -> dict[str, Any]:
             }
         }
     return {"connect_args": {"prepare_threshold": None}}
+
+
+def repair_aiomysql_bytes(dialect: Dialect) -> None:
+    """Make aiomysql send bytes parameters again (LangGraph's values are bytes).
+
+    aiomysql 0.3 escapes bytes with PyMySQL's ``escape_bytes_prefixed``, which PyMySQL
+    1.1.1 replaced by a placeholder string kept only so that aiomysql still imports
+    (PyMySQL issue 1274): every bytes parameter then fails with ``TypeError: 'str' object
+    is not callable``. This puts back the function PyMySQL had, on first use of an
+    aiomysql engine; other drivers are left alone.
+    """
+    # The dialect imported aiomysql when it loaded its DBAPI: nothing to import here.
+    module = sys.modules.get("aiomysql.connection") if dialect.driver == "aiomysql" else None
+    if module is not None and isinstance(getattr(module, "escape_bytes_prefixed", None), str):
+        module.escape_bytes_prefixed = _escape_bytes_prefixed  # type: ignore[attr-defined]
+
+
+def _escape_bytes_prefixed(value: bytes) -> str:
+    return f"_binary X'{value.hex()}'"

@@ -6,7 +6,9 @@ Each class docstring says exactly when it is raised. Every error carries
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
+
+import pydantic_core
 
 ConflictReason = Literal["stale", "exists", "deleted", "parent", "serialization", "duplicate"]
 
@@ -39,6 +41,51 @@ class ValidationError(AgentLedgerError, ValueError):
     def __init__(self, message: str, *, path: str | None = None) -> None:
         super().__init__(message)
         self.path = path
+
+
+class RecordValidationError(ValidationError, pydantic_core.ValidationError):
+    """Raised when a record (``NewMessage``, ``TokenUsage``, ``RunSummary``...) is built,
+    or validated with ``model_validate``, from values that break its rules.
+
+    It is agentledger's ``ValidationError`` (so a ``ValueError``) and also pydantic's
+    ``ValidationError``, so code that caught pydantic's error keeps working:
+    ``errors()`` lists every problem as pydantic reports it. ``path`` names the first
+    offending field (``NewMessage.role``), and the message names every one.
+    """
+
+    def __init__(self, *args: Any) -> None:
+        # pydantic's constructor (``from_exception_data``) builds the error in __new__
+        # and passes its own arguments here.
+        self.path = None
+
+    @classmethod
+    def of(cls, error: pydantic_core.ValidationError) -> RecordValidationError:
+        """The same problems as pydantic's ``error``, as agentledger's error."""
+        details: list[Any] = [
+            {key: item[key] for key in ("type", "loc", "input", "ctx") if key in item}
+            for item in error.errors(include_url=False)
+        ]
+        made = cls.from_exception_data(error.title, details)
+        made.path = _where(error.title, details[0]["loc"]) if details else error.title
+        return made
+
+    def __str__(self) -> str:
+        """``NewMessage.role: String should have at most 255 characters``, one part per
+        problem, on one line."""
+        return "; ".join(
+            f"{_where(self.title, item['loc'])}: {item['msg']}"
+            for item in self.errors(include_url=False)
+        )
+
+
+def _where(title: str, loc: tuple[int | str, ...]) -> str:
+    parts = [title]
+    for part in loc:
+        if part == "[key]":
+            parts.append(" (a key)")
+        else:
+            parts.append(f"[{part}]" if isinstance(part, int) else f".{part}")
+    return "".join(parts)
 
 
 class NotFoundError(AgentLedgerError, LookupError):

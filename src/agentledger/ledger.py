@@ -42,6 +42,7 @@ from .engine import (
     create_async_engine_for,
     create_sync_engine,
     read_only_options,
+    repair_aiomysql_bytes,
     validate_schema,
 )
 from .errors import DatabaseError, UsageError, ValidationError
@@ -209,6 +210,7 @@ class Ledger:
         else:
             migrations.check(connection, schema=schema)
         check_borrowed_sqlite(connection)
+        repair_aiomysql_bytes(connection.dialect)
         probe(connection)
         self._read_options = read_only_options(connection)
 

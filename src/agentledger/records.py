@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, Self, TypeVar
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 from pydantic import ValidationError as PydanticValidationError
 
 from ._checks import scope_value
 from .clock import utc
-from .errors import ValidationError
+from .errors import RecordValidationError, ValidationError
 from .ids import validate_id
 
 RunStatus = Literal["completed", "failed", "cancelled", "interrupted"]
@@ -38,6 +38,30 @@ class Record(BaseModel):
     """Base of every record: frozen, strict about unknown fields."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def __init__(self, **data: Any) -> None:
+        """Validate ``data``; RecordValidationError (agentledger's ValidationError, also
+        pydantic's) names every field that breaks a rule."""
+        try:
+            super().__init__(**data)
+        except PydanticValidationError as error:
+            raise RecordValidationError.of(error) from None
+
+    @classmethod
+    def model_validate(cls, obj: Any, **options: Any) -> Self:
+        """Pydantic's ``model_validate``, raising RecordValidationError."""
+        try:
+            return super().model_validate(obj, **options)
+        except PydanticValidationError as error:
+            raise RecordValidationError.of(error) from None
+
+    @classmethod
+    def model_validate_json(cls, json_data: str | bytes | bytearray, **options: Any) -> Self:
+        """Pydantic's ``model_validate_json``, raising RecordValidationError."""
+        try:
+            return super().model_validate_json(json_data, **options)
+        except PydanticValidationError as error:
+            raise RecordValidationError.of(error) from None
 
 
 RecordT = TypeVar("RecordT", bound=BaseModel)
@@ -71,12 +95,23 @@ class TokenUsage(Record):
 
     ``total_tokens`` is stored as reported (some providers count more than input plus
     output); ``extra`` keeps further counters such as cached or reasoning tokens.
+    A step's counts are at most 2**63 - 1 (BIGINT columns; ``steps.append`` refuses
+    more); the totals ``steps.usage`` sums over many sessions may pass it.
     """
 
-    input_tokens: int = Field(default=0, ge=0, le=2**63 - 1)
-    output_tokens: int = Field(default=0, ge=0, le=2**63 - 1)
-    total_tokens: int = Field(default=0, ge=0, le=2**63 - 1)
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+    total_tokens: int = Field(default=0, ge=0)
     extra: dict[str, int] = Field(default_factory=dict)
+
+
+class UsageGroup(Record):
+    """The token totals of one group of steps (``steps.usage_by``): a UTC day
+    (``YYYY-MM-DD``), a model or a user; ``key`` is None for steps without one."""
+
+    key: str | None
+    steps: int
+    usage: TokenUsage
 
 
 class RunSummary(Record):
@@ -205,7 +240,7 @@ class NewStep(Record):
     order of steps is their ``seq``, given on append.
     """
 
-    step_index: int = 0
+    step_index: int = Field(default=0, ge=-(2**31), le=2**31 - 1)
     kind: str = Field(default="model", min_length=1, max_length=32)
     run_id: str | None = None
     name: str | None = Field(default=None, max_length=255)

@@ -10,24 +10,22 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine import URL
 
 from agentledger import AsyncLedger, Ledger
 from agentledger.testing import Harness, SyncAdapter, sqlalchemy_caller_transaction
 
 from ..backends import BACKENDS, Backend
-from ..databases import empty_tables, migrated, server_url_or_skip
+from ..databases import empty_tables, migrated_once
 
 _MARKS = {
     "sqlite": pytest.mark.sqlite,
     "postgresql": pytest.mark.postgresql,
     "mysql": pytest.mark.mysql,
 }
-_migrated: dict[str, URL] = {}
 
 
 def _params() -> list[Any]:
@@ -41,15 +39,7 @@ def _params() -> list[Any]:
 
 def _database(backend: Backend, tmp_path_factory: pytest.TempPathFactory) -> URL:
     """A migrated database for ``backend`` (sync driver URL), made once per run."""
-    key = backend.dialect
-    if key not in _migrated:
-        if backend.dialect == "sqlite":
-            path: Path = tmp_path_factory.mktemp("contract") / "ledger.db"
-            url = make_url(f"sqlite+pysqlite:///{path}")
-        else:
-            url = server_url_or_skip(backend.dialect)
-        _migrated[key] = migrated(url)
-    return _migrated[key]
+    return migrated_once(backend.dialect, tmp_path_factory)
 
 
 def _ledger(mode: str, *args: Any, **options: Any) -> Any:

@@ -27,6 +27,7 @@ from agentledger import (
     metadata,
 )
 from agentledger.ids import new_id
+from agentledger.models import AgentLangGraphBlob, AgentLangGraphCheckpoint, AgentLangGraphWrite
 from agentledger.testing import Harness
 from agentledger.testing.checkpoints import (
     EMPTY,
@@ -182,6 +183,7 @@ async def test_delete_removes_the_session_and_its_rows_in_every_table(harness: H
         await harness.ledger.steps.append(id, NewStep(kind="model"))
         await harness.ledger.grants.grant(id, "tool:x")
         await harness.ledger.checkpoints.save(id, EMPTY)
+        await on_engine(harness, lambda c, id=id: _langgraph_rows(c, id))
     await harness.ledger.sessions.delete("doomed")
     assert await on_engine(harness, lambda c: _rows_of(c, "doomed")) == dict.fromkeys(_TABLES, 0)
     assert await on_engine(harness, lambda c: _rows_of(c, "kept")) == dict.fromkeys(_TABLES, 1)
@@ -194,6 +196,41 @@ _SESSION_TABLES = [
 ]
 """The session table and every table of a session's rows (scoped state is no session's)."""
 _TABLES = [table.name for table in _SESSION_TABLES]
+
+
+def _langgraph_rows(connection: Connection, id: str) -> None:
+    """One row of each LangGraph table on session ``id`` (a thread's checkpoint, channel
+    value and pending write)."""
+    place = {"session_id": id, "checkpoint_ns": ""}
+    connection.execute(
+        insert(AgentLangGraphCheckpoint.__table__),
+        {
+            **place,
+            "checkpoint_id": "c1",
+            "type": "msgpack",
+            "checkpoint": b"\x00",
+            "channel_versions": {},
+            "metadata": {},
+            "created_at": datetime.now(UTC),
+        },
+    )
+    connection.execute(
+        insert(AgentLangGraphBlob.__table__),
+        {**place, "channel": "a", "version": "1", "type": "msgpack", "blob": b"\x01"},
+    )
+    connection.execute(
+        insert(AgentLangGraphWrite.__table__),
+        {
+            **place,
+            "checkpoint_id": "c1",
+            "task_id": "t",
+            "idx": 0,
+            "channel": "a",
+            "type": "msgpack",
+            "blob": b"\x02",
+            "task_path": "",
+        },
+    )
 
 
 def _rows_of(connection: Connection, id: str) -> dict[str, int]:

@@ -64,6 +64,14 @@ def test_the_wheel_carries_the_migrations_as_a_package_resource(wheel: Path) -> 
     assert "agentledger/_migrations/__init__.py" not in names
 
 
+def test_the_wheel_carries_the_viewers_templates_and_assets(wheel: Path) -> None:
+    names = set(zipfile.ZipFile(wheel).namelist())
+    package = ROOT / "src" / "agentledger" / "ui"
+    for folder in ("templates", "static"):
+        for path in (package / folder).iterdir():
+            assert f"agentledger/ui/{folder}/{path.name}" in names
+
+
 @pytest.fixture(scope="module")
 def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh virtual environment with only the wheel (and its dependencies) installed."""
@@ -146,3 +154,18 @@ def test_path_separator_os_loses_the_packaged_versions_and_is_refused(
 
     assert accepted.stdout.strip() == "accepted"
     assert refused.stdout.startswith("refused:") and "path_separator = os" in refused.stdout
+
+
+def test_agentledger_ui_without_the_ui_extra_names_the_extra(venv: Path, tmp_path: Path) -> None:
+    bin_dir = venv / ("Scripts" if os.name == "nt" else "bin")
+    done = subprocess.run(
+        [str(bin_dir / "agentledger"), "ui", "--url", f"sqlite:///{tmp_path / 'x.db'}"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "pip install 'agentledger[ui]'" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -15,6 +15,7 @@ from sqlalchemy.pool import NullPool
 from agentledger import Ledger, RunSummary
 from agentledger.models import metadata
 from agentledger.models.types import JSONDocument, json_text
+from agentledger.repositories.langgraph import LangGraphRepository
 
 PLUS_14 = timezone(timedelta(hours=14))
 START = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
@@ -122,12 +123,41 @@ def populate(ledger: Ledger, *, prefix: str = "s") -> None:
         f"{prefix}-rich",
         RunSummary(status="interrupted", model="m-1", error="wäiting", usage={"input_tokens": 3}),
     )
+    _langgraph_thread(ledger, f"thread ✓ {prefix}")
     ledger.sessions.create(f"{prefix}-empty")
     for index in range(3):
         id = f"{prefix}-many-{index}"
         ledger.sessions.create(id, user_id="user-2", app_name="app.two")
         ledger.messages.append(id, [{"role": "user", "content": f"hello {index}"}])
         ledger.steps.append(id, [{"kind": "model", "step_index": i} for i in range(index + 1)])
+
+
+def _langgraph_thread(ledger: Ledger, thread: str) -> None:
+    """LangGraph rows on the rich session (its key is the thread id): two checkpoints in
+    two namespaces, every byte value in a blob, an empty channel, a special write."""
+    threads = LangGraphRepository(ledger, app_name="app.one", user_id="user-1")
+    threads.put(
+        thread,
+        "",
+        "cp-1",
+        parent_checkpoint_id=None,
+        checkpoint=("msgpack", bytes(range(256))),
+        channel_versions={"a": "1", "b": "1"},
+        metadata={"source": "loop", "step": 1, "ü": STATE},
+        blobs=[("a", "1", ("bytes", b"\x00\xff" * 100)), ("b", "1", None)],
+    )
+    threads.put(
+        thread,
+        "sub:ns ✓",
+        "cp-2",
+        parent_checkpoint_id="cp-1",
+        checkpoint=("json", b"{}"),
+        channel_versions={"c": "00000000000000000000000000000001.0.5"},
+        metadata={"run_id": "run-1"},
+        blobs=[("c", "00000000000000000000000000000001.0.5", ("msgpack", b""))],
+    )
+    writes = [(0, "a", ("json", b"[1]")), (-3, "__interrupt__", ("msgpack", b"\x01"))]
+    threads.put_writes(thread, "", "cp-1", "task ✓", writes, task_path="~__pregel_pull, a")
 
 
 Snapshot = dict[str, list[dict[str, Any]]]

@@ -178,7 +178,8 @@ def test_export_to_a_file_says_what_it_wrote(
 
     out, err = capsys.readouterr()
     assert out == (
-        "exported 3 sessions, 3 messages, 3 steps, 1 grant, 1 checkpoint, 0 app_states, "
+        "exported 3 sessions, 3 messages, 3 steps, 1 grant, 1 checkpoint, "
+        "0 langgraph_checkpoints, 0 langgraph_blobs, 0 langgraph_writes, 0 app_states, "
         f"0 user_states to {file}\n"
     )
     assert err == ""  # no progress: stderr is not a terminal
@@ -320,7 +321,7 @@ def test_purge_of_checkpoints_and_vacuum(db: str, capsys: pytest.CaptureFixture[
         ([], "say what to purge"),
         (["--older-than", "30 days"], "expected a duration such as 30d"),
         (["--older-than", "30d", "--dry-run", "--vacuum"], "leave it out of a --dry-run"),
-        (["--keep-checkpoints", "-1"], "keep_checkpoints must be an int >= 0"),
+        (["--keep-checkpoints", "-1"], "keep_checkpoints must be an int from 0"),
     ],
 )
 def test_purge_usage_errors(

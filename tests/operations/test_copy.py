@@ -135,7 +135,7 @@ def many(tmp_path: Path) -> str:
 
 
 @pytest.mark.parametrize("dialect", dialect_params())
-def test_an_interrupted_copy_run_again_ends_with_one_copy_of_every_row(
+def test_an_interrupted_copy_by_pages_run_again_ends_with_one_copy_of_every_row(
     many: str, tmp_path: Path, dialect: str
 ) -> None:
     expected = snapshot(many)
@@ -143,9 +143,9 @@ def test_an_interrupted_copy_run_again_ends_with_one_copy_of_every_row(
         migrations.upgrade(target)
         with ledger_at(many) as source, ledger_at(target) as writer:
             with pytest.raises(Interrupt):
-                source.transfer.copy_to(writer, batch=2, progress=_stop_after(25))
+                source.transfer.copy_to(writer, batch=2, progress=_stop_after(25), commit="page")
             partial = counts(snapshot(target))
-            again = source.transfer.copy_to(writer, batch=2)
+            again = source.transfer.copy_to(writer, batch=2, commit="page")
 
         assert 0 < partial["agentledger_sessions"] < len(expected["agentledger_sessions"])
         assert snapshot(target) == expected

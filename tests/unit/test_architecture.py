@@ -117,9 +117,12 @@ def test_no_public_function_is_an_a_prefixed_async_twin() -> None:
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, ast.FunctionDef)
     }
+    # A framework's adapter implements the framework's own interface, names included
+    # (LangGraph's savers have aget_tuple, aput...).
     twins = [
         f"{module}.{node.name}"
         for module, path in modules().items()
+        if not module.startswith("agentledger.integrations.")
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, ast.AsyncFunctionDef)
         and node.name.startswith("a")

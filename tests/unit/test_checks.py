@@ -20,7 +20,13 @@ def test_an_int_out_of_its_range_or_not_an_int_is_refused_naming_it(value: objec
 
 def test_an_int_in_range_is_returned() -> None:
     assert bounded_int(10, "limit", low=1, high=10) == 10
-    assert bounded_int(2**70, "seq") == 2**70
+    assert bounded_int(2**31 - 1, "seq") == 2**31 - 1
+
+
+@pytest.mark.parametrize("value", [2**31, 2**63, 2**70])
+def test_an_int_no_driver_binds_against_an_integer_column_is_refused(value: int) -> None:
+    with pytest.raises(ValidationError, match="seq must be an int from 0 to 2,147,483,647"):
+        bounded_int(value, "seq")
 
 
 def test_a_cursor_round_trips_for_the_same_binding() -> None:

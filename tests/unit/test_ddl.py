@@ -26,6 +26,9 @@ TABLES = {
     "agentledger_checkpoints",
     "agentledger_app_state",
     "agentledger_user_state",
+    "agentledger_langgraph_checkpoints",
+    "agentledger_langgraph_blobs",
+    "agentledger_langgraph_writes",
 }
 MAX_NAME = 60
 MAX_INDEXED_CHARS = 255

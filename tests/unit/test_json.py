@@ -68,12 +68,12 @@ def test_nesting_deeper_than_the_limit_is_refused_without_recursion_error() -> N
         value = [value]
     with pytest.raises(ValidationError) as raised:
         check_json(value, path="v", limits=LIMITS)
-    assert "nesting deeper than 64" in str(raised.value)
+    assert "nesting deeper than 31" in str(raised.value)
 
 
 def test_nesting_at_the_limit_is_accepted() -> None:
     value: Any = 1
-    for _ in range(64):
+    for _ in range(31):
         value = [value]
     check_json(value, path="v", limits=LIMITS)
 

@@ -6,7 +6,8 @@ Where things live (imports run down this list, never up):
   parser, assembled from the command groups in ``_GROUPS``.
 - One module per command group, each a thin shell over the library (parse, call,
   print): ``db`` (migrations), ``sessions`` (list, show, delete), ``transfer``
-  (export, import, copy), ``purge`` (retention and VACUUM). A new group is one more
+  (export, import, copy), ``purge`` (retention and VACUUM), ``ui`` (the viewer in the
+  browser; ``agentledger.ui``, the ``ui`` extra). A new group is one more
   module and one more entry in ``_GROUPS``.
 - ``common``: what every command shares: the exit codes, ``--url`` and ``--schema``,
   URL and schema resolution, opening a ledger, and ``run``, the one rule that turns an
@@ -52,12 +53,14 @@ from .output import PROG
 from .purge import add_purge_group
 from .sessions import add_sessions_group
 from .transfer import add_transfer_groups
+from .ui import add_ui_group
 
 _GROUPS: tuple[Callable[[Groups], None], ...] = (
     add_db_group,
     add_sessions_group,
     add_transfer_groups,
     add_purge_group,
+    add_ui_group,
 )
 
 

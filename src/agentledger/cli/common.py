@@ -14,7 +14,8 @@ from datetime import timedelta
 from typing import NoReturn, TypeAlias
 
 from .. import migrations
-from ..engine import DEFAULT_URL, URL_ENV, resolve_url, sqlite_file, validate_schema
+from .._translate import scrub_urls
+from ..engine import DEFAULT_URL, URL_ENV, is_sqlite, resolve_url, sqlite_file, validate_schema
 from ..errors import (
     AgentLedgerError,
     DatabaseUnavailableError,
@@ -90,7 +91,7 @@ def run(handler: Handler, args: argparse.Namespace) -> int:
         error(one_line(exc))
         return EXIT_USAGE
     except DatabaseUnavailableError as exc:
-        error(f"{one_line(exc)}; to fix: {UNREACHABLE_HINT}")
+        error(f"{one_line(exc)}; to fix: {unreachable_hint(args)}")
         return EXIT_UNAVAILABLE
     except SchemaError as exc:
         error(one_line(exc))
@@ -98,6 +99,47 @@ def run(handler: Handler, args: argparse.Namespace) -> int:
     except AgentLedgerError as exc:
         error(one_line(exc))
         return EXIT_ERROR
+    except Exception as exc:  # a bug or a driver's raw error: still one line, no secret
+        message = f"unexpected {type(exc).__name__}: {exc}".splitlines()[0]
+        error(
+            f"{_scrubbed(message, args)}; to fix: this is agentledger failing, please "
+            "report it with the command that you ran (its URL's password left out)"
+        )
+        return EXIT_ERROR
+
+
+def _scrubbed(text: str, args: argparse.Namespace) -> str:
+    """``text`` with the passwords of every URL the command was given masked."""
+    urls = [getattr(args, name, None) for name in ("url", "source", "target")]
+    urls.append(os.environ.get(URL_ENV))
+    return scrub_urls(text, [url for url in urls if isinstance(url, str)])
+
+
+def _options(args: argparse.Namespace) -> str:
+    """How the command was told its database(s): ``--url or $...``, or ``--from / --to``."""
+    return "--from / --to" if hasattr(args, "source") else f"--url or ${URL_ENV}"
+
+
+def unreachable_hint(args: argparse.Namespace) -> str:
+    """What to check when a database cannot be reached: a server's address, or for
+    SQLite the file (a server hint would send the user looking for a server)."""
+    urls = [getattr(args, name, None) for name in ("url", "source", "target")]
+    given = [url for url in urls if isinstance(url, str)] or [
+        os.environ.get(URL_ENV) or DEFAULT_URL
+    ]
+    if all(_is_sqlite_url(url) for url in given):
+        return (
+            f"check that the URL ({_options(args)}) names a SQLite database file that "
+            "this user can read and write"
+        )
+    return UNREACHABLE_HINT.replace(f"--url or ${URL_ENV}", _options(args))
+
+
+def _is_sqlite_url(url: str) -> bool:
+    try:
+        return is_sqlite(url)
+    except AgentLedgerError:
+        return False
 
 
 def one_line(exc: AgentLedgerError) -> str:
@@ -169,18 +211,47 @@ def connection_of(args: argparse.Namespace) -> tuple[str, str | None]:
     return url, checked_schema(args.schema, url)
 
 
-def existing_database(url: str) -> str:
-    """The URL, refused before any I/O when it names a SQLite file that does not exist
-    (connecting would create an empty one)."""
+SQLITE_HEADER = b"SQLite format 3\x00"
+"""The first 16 bytes of every SQLite database file (an empty file is one, too)."""
+
+
+def existing_database(url: str, *, option: str = "--url") -> str:
+    """The URL, refused before connecting when it names a SQLite file that does not
+    exist (connecting would create an empty one), a folder that does not exist, a
+    directory, or a file that is not a SQLite database. ``option`` is how the command
+    takes the URL (``--url``, ``--from``, ``--to``), for the hint."""
     path = sqlite_file(url)
-    if path is not None and not os.path.exists(path):
+    if path is None:
+        return url
+    elsewhere = f"pass {option} with another path" + (
+        f", or set {URL_ENV}" if option == "--url" else ""
+    )
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise UsageError(f"{path} is a directory, not a SQLite database file; {elsewhere}")
+    if not os.path.isdir(folder):
+        raise UsageError(
+            f"there is no folder {folder} for the SQLite database {path}; create the "
+            f"folder, or {elsewhere}"
+        )
+    if not os.path.exists(path):
         raise SchemaError(
             f"there is no SQLite database at {path} (agentledger's tables are missing)",
             head=migrations.head(),
-            hint=f"{migrations.upgrade_hint(url)} creates it; or pass --url, or set "
-            "AGENTLEDGER_DATABASE_URL, to use another database",
+            hint=f"{migrations.upgrade_hint(url)} creates it; or {elsewhere}",
         )
+    if not _looks_like_sqlite(path):
+        raise UsageError(f"{path} is not a SQLite database file; {elsewhere}")
     return url
+
+
+def _looks_like_sqlite(path: str) -> bool:
+    try:
+        with open(path, "rb") as file:
+            start = file.read(len(SQLITE_HEADER))
+    except OSError:  # unreadable: connecting says why
+        return True
+    return start in (b"", SQLITE_HEADER)
 
 
 @contextmanager

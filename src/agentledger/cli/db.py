@@ -9,7 +9,7 @@ from collections.abc import Callable
 from functools import partial
 
 from .. import migrations
-from ..engine import is_sqlite, mask
+from ..engine import is_sqlite, mask, resolve_url
 from .common import (
     EXIT_OK,
     Groups,
@@ -82,23 +82,34 @@ def add_db_group(groups: Groups) -> None:
 def _move(move: Callable[..., None], args: argparse.Namespace) -> int:
     """Take the tables to REVISION with ``move`` (``migrations.upgrade``, ``downgrade``
     or ``stamp``), then say where they are."""
-    url, schema = connection_of(args)
+    url, schema = _lasting(*connection_of(args))
     move(url, args.revision, schema=schema)
     _say_where(url, schema, migrations.current(url, schema=schema))
     return EXIT_OK
 
 
 def _current(args: argparse.Namespace) -> int:
-    url, schema = connection_of(args)
+    url, schema = _lasting(*connection_of(args))
     say(_describe(migrations.current(url, schema=schema)))
     return EXIT_OK
 
 
 def _check(args: argparse.Namespace) -> int:
-    url, schema = connection_of(args)
+    url, schema = _lasting(*connection_of(args))
     migrations.check(url, schema=schema)
     _say_where(url, schema, migrations.head())
     return EXIT_OK
+
+
+def _lasting(url: str, schema: str | None) -> tuple[str, str | None]:
+    """The URL and schema, unless the URL names a private in-memory SQLite database:
+    it is gone when the command ends, so migrating or checking it tells nothing."""
+    if is_sqlite(url) and resolve_url(url, asynchronous=False).database in (None, "", ":memory:"):
+        raise UsageError(
+            f"{mask(url)} is a private in-memory database, gone when this command ends; "
+            "name a file: --url sqlite:///path/to/agentledger.db"
+        )
+    return url, schema
 
 
 def _sql(args: argparse.Namespace) -> int:

@@ -21,7 +21,9 @@ from ..transfer import Progress
 PROG = "agentledger"
 TITLE_WIDTH = 48
 """Characters of a session title shown in a one-line listing."""
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+"""C0 and C1 controls (escape sequences start with ESC or CSI) and the invisible
+characters that reorder or hide text on a terminal (bidirectional overrides)."""
 
 ProgressCallback = Callable[[Progress], None]
 """What a long operation calls with how far it is."""

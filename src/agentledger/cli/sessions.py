@@ -20,6 +20,7 @@ from .output import (
     shorten,
     shown,
     table,
+    warn,
     when,
 )
 
@@ -43,6 +44,7 @@ def add_sessions_group(groups: Groups) -> None:
     listing.add_argument("--app", metavar="APP", help="only this app_name")
     listing.add_argument("--status", help="only this status (active, completed, failed...)")
     listing.add_argument("--limit", type=int, default=20, help="at most this many (default 20)")
+    listing.add_argument("--all", action="store_true", help="every session, however many")
     listing.add_argument("--json", action="store_true", help="a JSON array, for scripts")
     listing.set_defaults(handler=_list)
 
@@ -73,16 +75,18 @@ def add_sessions_group(groups: Groups) -> None:
 def _list(args: argparse.Namespace) -> int:
     if not 1 <= args.limit <= 100_000:
         raise UsageError("--limit takes 1 to 100000")
+    more = [False]
     with ledger_of(args) as ledger:
-        items = _summaries(ledger, args)
+        items = _summaries(ledger, args, more)
         if args.json:
             _write_json(items)
+            _say_more(args, more[0])
             return EXIT_OK
         rows = [
             [
                 item.id,
-                shorten(item.title or "-", TITLE_WIDTH),
-                item.status,
+                shorten(clean(item.title or "-"), TITLE_WIDTH),
+                clean(item.status),
                 f"{item.step_count:,}",
                 f"{item.total_tokens:,}",
                 when(item.updated_at),
@@ -94,23 +98,41 @@ def _list(args: argparse.Namespace) -> int:
         return EXIT_OK
     header = ["ID", "TITLE", "STATUS", "STEPS", "TOKENS", "UPDATED (UTC)"]
     table(header, rows, right={3, 4})
+    _say_more(args, more[0])
     return EXIT_OK
 
 
-def _summaries(ledger: Ledger, args: argparse.Namespace) -> Iterator[SessionSummary]:
-    """Up to --limit summaries, newest first, page by page."""
-    left, cursor = args.limit, None
-    while left > 0:
+def _say_more(args: argparse.Namespace, more: bool) -> None:
+    """On stderr (so piped output stays a clean table or JSON): that the listing was
+    cut at --limit, and how to see the rest."""
+    if more:
+        warn(
+            f"{count(args.limit, 'session')} shown, more exist: pass --limit N "
+            "for more, or --all for every one"
+        )
+
+
+def _summaries(
+    ledger: Ledger, args: argparse.Namespace, more: list[bool]
+) -> Iterator[SessionSummary]:
+    """Up to --limit summaries (every one with --all), newest first, page by page;
+    ``more[0]`` is set when there are more than were yielded."""
+    left, cursor = (None if args.all else args.limit), None
+    while True:
         page = ledger.sessions.list(
             app_name=args.app,
             user_id=args.user,
             status=args.status,
-            limit=min(left, 1000),
+            limit=1000 if left is None else max(1, min(left, 1000)),
             cursor=cursor,
         )
+        if left == 0:
+            more[0] = bool(page.items)
+            return
         yield from page.items
-        left -= len(page.items)
         cursor = page.next_cursor
+        if left is not None:
+            left -= len(page.items)
         if cursor is None:
             return
 

@@ -64,6 +64,13 @@ def add_transfer_groups(groups: Groups) -> None:
     )
     copy.add_argument("--from", dest="source", required=True, metavar="URL", help="source")
     copy.add_argument("--to", dest="target", required=True, metavar="URL", help="target")
+    copy.add_argument(
+        "--commit",
+        choices=("all", "page"),
+        default="all",
+        help="all: one transaction, nothing copied if a row is refused (default); "
+        "page: commit each page, so an interrupted copy run again goes on from there",
+    )
     copy.add_argument("--from-schema", metavar="NAME", help="source PostgreSQL schema")
     copy.add_argument("--to-schema", metavar="NAME", help="target PostgreSQL schema")
     _add_selection(copy)
@@ -144,15 +151,15 @@ def _import(args: argparse.Namespace) -> int:
 
 def _copy(args: argparse.Namespace) -> int:
     selection = _selection(args)
-    source_url = existing_database(args.source)
-    target_url = existing_database(args.target)
+    source_url = existing_database(args.source, option="--from")
+    target_url = existing_database(args.target, option="--to")
     with (
         open_ledger(source_url, args.from_schema) as source,
         open_ledger(target_url, args.to_schema) as target,
         progress_line("copy") as progress,
     ):
         report = source.transfer.copy_to(
-            target, selection=selection, batch=args.batch, progress=progress
+            target, selection=selection, batch=args.batch, progress=progress, commit=args.commit
         )
     return _report(report)
 

@@ -28,6 +28,7 @@ from .version_table import locate
 # Alembic's `context` is process-global: two threads running commands at once would
 # share it. Database-level locks (see _dialects.migration_lock) serialise processes.
 _process_lock = threading.RLock()
+_SESSIONS = "agentledger_sessions"
 
 
 def upgrade(target: Target, revision: str = "head", *, schema: str | None = None) -> None:
@@ -74,9 +75,20 @@ def check(target: Target, *, schema: str | None = None) -> None:
     """
     with connected(target) as connection:
         at, where = locate(connection, schema)
+        made_without_migrations = at is None and inspect(connection).has_table(
+            _SESSIONS, schema=schema
+        )
     expected = head()
     if at == expected:
         return
+    if made_without_migrations:
+        raise SchemaError(
+            "agentledger's tables are here but no revision is recorded (made with "
+            "metadata.create_all?): `db upgrade` would try to create them again",
+            head=expected,
+            hint=f"{_db_command('stamp', url_of(target), schema)} checks their shape and "
+            "records the revision",
+        )
     if where != VERSION_TABLE:
         hint = f"run the host application's `alembic upgrade heads` (it records {at} in {where})"
     else:

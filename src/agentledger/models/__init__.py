@@ -3,6 +3,7 @@
 from .base import NAMING_CONVENTION, TABLE_PREFIX, VERSION_TABLE, Base, metadata
 from .checkpoint import AgentCheckpoint
 from .grant import AgentGrant
+from .langgraph import AgentLangGraphBlob, AgentLangGraphCheckpoint, AgentLangGraphWrite
 from .message import AgentMessage
 from .scoped_state import AgentAppState, AgentUserState
 from .session import AgentSession
@@ -15,6 +16,9 @@ __all__ = [
     "AgentAppState",
     "AgentCheckpoint",
     "AgentGrant",
+    "AgentLangGraphBlob",
+    "AgentLangGraphCheckpoint",
+    "AgentLangGraphWrite",
     "AgentMessage",
     "AgentSession",
     "AgentStep",

@@ -12,8 +12,15 @@ This module is the one home of column-type dialect differences:
   queried and indexed; on SQLite both are declared TEXT (see TextAffinityJSON).
 - ``json_text``: PostgreSQL drivers parse JSON columns themselves; we read the text
   and decode it, so a corrupt value is reported with its row.
+- ``utc_day``: the UTC calendar day of a ``UTCDateTime``: PostgreSQL's TIMESTAMPTZ
+  must be shifted to UTC first (the connection's time zone decides its date); the
+  others already hold UTC.
 - ``BigIntId``: a BIGINT primary key does not autoincrement on SQLite; INTEGER does
   (and is 64-bit there anyway).
+- ``OrderedIdentifier``: an identifier that is also sorted on (LangGraph's checkpoint
+  ids): byte order everywhere, so PostgreSQL's "C" collation (a database's default
+  collation may sort by locale).
+- ``Binary``: bytes; LONGBLOB on MariaDB/MySQL, whose BLOB stops at 64 KiB.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, DateTime, Integer, String, Text
+from sqlalchemy import JSON, BigInteger, Date, DateTime, Integer, LargeBinary, String, Text
 from sqlalchemy.dialects import mysql, postgresql
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.compiler import compiles
@@ -72,6 +79,23 @@ def Identifier(length: int) -> TypeEngine[str]:
     return String(length).with_variant(
         mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_bin"), *MYSQL_DIALECTS
     )
+
+
+def OrderedIdentifier(length: int) -> TypeEngine[str]:
+    """An identifier compared and sorted byte for byte: binary collation on MariaDB/MySQL,
+    the "C" collation on PostgreSQL (listings order by it)."""
+    return (
+        String(length)
+        .with_variant(
+            mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_bin"), *MYSQL_DIALECTS
+        )
+        .with_variant(postgresql.VARCHAR(length, collation="C"), "postgresql")
+    )
+
+
+def Binary() -> TypeEngine[bytes]:
+    """Bytes of any size: BYTEA on PostgreSQL, BLOB on SQLite, LONGBLOB on MariaDB/MySQL."""
+    return LargeBinary().with_variant(mysql.LONGBLOB(), *MYSQL_DIALECTS)
 
 
 class TextAffinityJSON(JSON):
@@ -126,3 +150,22 @@ def _json_text_default(element: json_text, compiler: SQLCompiler, **kw: Any) -> 
 @compiles(json_text, "postgresql")
 def _json_text_postgresql(element: json_text, compiler: SQLCompiler, **kw: Any) -> str:
     return f"CAST({compiler.process(element.clauses, **kw)} AS TEXT)"
+
+
+class utc_day(FunctionElement[Any]):
+    """The UTC calendar day of a ``UTCDateTime`` column, as a date: what token usage per
+    day groups by."""
+
+    type = Date()
+    inherit_cache = True
+    name = "utc_day"
+
+
+@compiles(utc_day)
+def _utc_day_default(element: utc_day, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"DATE({compiler.process(element.clauses, **kw)})"
+
+
+@compiles(utc_day, "postgresql")
+def _utc_day_postgresql(element: utc_day, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"DATE({compiler.process(element.clauses, **kw)} AT TIME ZONE 'UTC')"

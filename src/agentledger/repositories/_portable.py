@@ -9,11 +9,15 @@ Not carried: surrogate keys (``id`` of messages, steps and grants: database-loca
 meaningless elsewhere), ``capability_hash`` and ``external_key_hash`` (derived from the
 capability, and from a session's scope and key). Rows are matched on their natural keys
 instead: a session's id, (session, seq), a checkpoint's ref, (session, capability), an
-app state's app_name, a user state's (app_name, user_id).
+app state's app_name, a user state's (app_name, user_id), and for LangGraph's tables
+their primary keys. Binary columns (LangGraph's serialized values) travel as base64
+text in a file and as bytes in a copy.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,6 +29,7 @@ from sqlalchemy import (
     Column,
     ColumnElement,
     Integer,
+    LargeBinary,
     Row,
     Table,
     select,
@@ -32,7 +37,7 @@ from sqlalchemy import (
 from sqlalchemy.sql import Select
 
 from .._checks import after_keyset
-from .._json import Limits, check_json, decode_json
+from .._json import Limits, check_json, decode_json, jsonb_form
 from ..clock import format_time
 from ..errors import InvalidIdError, ValidationError
 from ..ids import validate_id
@@ -40,12 +45,16 @@ from ..models import (
     AgentAppState,
     AgentCheckpoint,
     AgentGrant,
+    AgentLangGraphBlob,
+    AgentLangGraphCheckpoint,
+    AgentLangGraphWrite,
     AgentMessage,
     AgentSession,
     AgentStep,
     AgentUserState,
 )
 from ..models.types import UTCDateTime, json_text
+from ..records import SESSION_STATUSES, CheckpointPayload, Record, RunSummary
 from .grants import capability_hash
 from .sessions import external_key_hash
 
@@ -60,6 +69,13 @@ _NON_EMPTY = {"capability", "app_name", "user_id", "external_key"}
 _REF_COLUMNS = {"ref", "parent_ref", "latest_checkpoint_ref"}
 _MAX_REF = 64
 _TEXT_LIMITS = Limits(max_value_bytes=2**31 - 1)
+_SIGNED = {"step_index", "idx"}
+"""Integer columns that may hold a negative number: a harness numbers its own steps,
+and LangGraph's special writes (an error, an interrupt, a resume) have negative idx."""
+_RECORD_COLUMNS: dict[str, type[Record]] = {
+    "session.last_run": RunSummary,
+    "checkpoint.payload": CheckpointPayload,
+}
 
 
 @dataclass(frozen=True)
@@ -169,7 +185,36 @@ USER_STATE = _spec(
     order=("app_name", "user_id"),
     objects=("state",),
 )
-SESSION_SPECS: tuple[TableSpec, ...] = (SESSIONS, MESSAGES, STEPS, GRANTS, CHECKPOINTS)
+_LG_PLACE = ("session_id", "checkpoint_ns")
+LANGGRAPH_CHECKPOINTS = _spec(
+    "langgraph_checkpoint",
+    AgentLangGraphCheckpoint,
+    key=(*_LG_PLACE, "checkpoint_id"),
+    order=(*_LG_PLACE, "checkpoint_id"),
+    objects=("channel_versions", "metadata"),
+)
+LANGGRAPH_BLOBS = _spec(
+    "langgraph_blob",
+    AgentLangGraphBlob,
+    key=(*_LG_PLACE, "channel", "version"),
+    order=(*_LG_PLACE, "channel", "version"),
+)
+LANGGRAPH_WRITES = _spec(
+    "langgraph_write",
+    AgentLangGraphWrite,
+    key=(*_LG_PLACE, "checkpoint_id", "task_id", "idx"),
+    order=(*_LG_PLACE, "checkpoint_id", "task_id", "idx"),
+)
+SESSION_SPECS: tuple[TableSpec, ...] = (
+    SESSIONS,
+    MESSAGES,
+    STEPS,
+    GRANTS,
+    CHECKPOINTS,
+    LANGGRAPH_CHECKPOINTS,
+    LANGGRAPH_BLOBS,
+    LANGGRAPH_WRITES,
+)
 """Sessions and the tables that hang off them, parents first."""
 CHILDREN: tuple[TableSpec, ...] = SESSION_SPECS[1:]
 SCOPED: tuple[TableSpec, ...] = (APP_STATE, USER_STATE)
@@ -188,7 +233,9 @@ def from_database(spec: TableSpec, row: Row[Any]) -> dict[str, Any]:
     values = {}
     for column in spec.columns:
         value = raw[column.name]
-        if _is_json(column):
+        if isinstance(value, memoryview | bytearray):
+            value = bytes(value)
+        elif _is_json(column):
             value = decode_json(
                 value,
                 table=spec.table.name,
@@ -204,7 +251,11 @@ def to_file(spec: TableSpec, row: dict[str, Any]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for column in spec.columns:
         value = row[column.name]
-        result[column.name] = format_time(value) if isinstance(value, datetime) else value
+        if isinstance(value, datetime):
+            value = format_time(value)
+        elif isinstance(value, bytes):
+            value = base64.b64encode(value).decode("ascii")
+        result[column.name] = value
     return result
 
 
@@ -274,13 +325,24 @@ def _check_for(spec: TableSpec, column: Column[Any]) -> _Check:
     name, nullable = column.name, bool(column.nullable)
     label = f"{spec.kind}.{name}"
     if _is_json(column):
-        return _JSONCheck(
-            label, name in spec.objects, name in _NULLABLE_OBJECTS, spec.max_bytes.get(name)
+        json_check: _Check = _JSONCheck(
+            label,
+            name in spec.objects,
+            name in _NULLABLE_OBJECTS,
+            spec.max_bytes.get(name),
+            jsonb=name == "state",
         )
+        record = _RECORD_COLUMNS.get(label)
+        return json_check if record is None else _record_check(label, json_check, record)
     if isinstance(column.type, UTCDateTime):
         inner: _Check = _time_check(label)
+    elif isinstance(column.type, LargeBinary):
+        inner = _bytes_check(label)
     elif isinstance(column.type, Integer):
-        inner = _int_check(label, _INT64 if isinstance(column.type, BigInteger) else _INT32)
+        bound = _INT64 if isinstance(column.type, BigInteger) else _INT32
+        inner = _int_check(label, bound, low=-bound if name in _SIGNED else 0)
+    elif label == "session.status":
+        inner = _status_check
     else:
         inner = _TextCheck(label, name, getattr(column.type, "length", None))
 
@@ -303,12 +365,53 @@ def _time_check(label: str) -> _Check:
     return check
 
 
-def _int_check(label: str, bound: int) -> _Check:
+def _bytes_check(label: str) -> _Check:
+    def check(value: Any, where: str, _limits: Limits) -> bytes:
+        if type(value) is bytes:
+            return value
+        if type(value) is str:
+            try:
+                return base64.b64decode(value.encode("ascii"), validate=True)
+            except (binascii.Error, UnicodeEncodeError):
+                pass
+        raise ValidationError(f"{where}: {label} must be base64 text, got {type(value).__name__}")
+
+    return check
+
+
+def _int_check(label: str, bound: int, *, low: int) -> _Check:
     def check(value: Any, where: str, _limits: Limits) -> int:
-        if type(value) is not int or not -bound <= value < bound:
+        if type(value) is not int or not low <= value < bound:
             raise ValidationError(
-                f"{where}: {label} must be an integer that fits the column, got {value!r}"
+                f"{where}: {label} must be an integer that fits the column "
+                f"({low:,} to {bound - 1:,}), got {value!r}"
             )
+        return value
+
+    return check
+
+
+def _status_check(value: Any, where: str, _limits: Limits) -> str:
+    if value not in SESSION_STATUSES:
+        raise ValidationError(
+            f"{where}: session.status must be one of {', '.join(SESSION_STATUSES)}, got {value!r}"
+        )
+    return cast(str, value)
+
+
+def _record_check(label: str, json_check: _Check, record: type[Record]) -> _Check:
+    """A JSON column holding a record (a run summary, a checkpoint payload): valid JSON
+    that is also a valid ``record``, or reading the row back would fail later."""
+
+    def check(value: Any, where: str, limits: Limits) -> Any:
+        value = json_check(value, where, limits)
+        if value is not None:
+            try:
+                record.model_validate(value)
+            except ValidationError as error:
+                raise ValidationError(
+                    f"{where}: {label} is not a {record.__name__}: {error}"
+                ) from None
         return value
 
     return check
@@ -348,6 +451,9 @@ class _JSONCheck:
     object: bool
     nullable_object: bool
     limit: str | None
+    jsonb: bool = False
+    """Session, app or user state: the float rule of JSONB, and stored in its form
+    (``jsonb_form``), as the API stores it."""
 
     def __call__(self, value: Any, where: str, limits: Limits) -> Any:
         kind = type(value)
@@ -360,8 +466,14 @@ class _JSONCheck:
         if value is None or kind is bool or (kind is int and -_INT64 <= value < _INT64):
             return value
         max_bytes = getattr(limits, self.limit) if self.limit else None
-        check_json(value, path=f"{where}: {self.label}", limits=limits, max_bytes=max_bytes)
-        return value
+        check_json(
+            value,
+            path=f"{where}: {self.label}",
+            limits=limits,
+            max_bytes=max_bytes,
+            jsonb=self.jsonb,
+        )
+        return jsonb_form(value) if self.jsonb else value
 
 
 def differing(spec: TableSpec, incoming: dict[str, Any], stored: dict[str, Any]) -> list[str]:

@@ -27,6 +27,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
+from .._checks import bounded_int
 from .._dialects import returns_from_update
 from .._json import decode_json
 from ..errors import ConflictError, CorruptRecordError, NotFoundError
@@ -204,8 +205,10 @@ def write_versioned(
     under the lock the UPDATE took. Exact either way, including the counters, totals,
     status and checkpoint pointer that step appends, finalize and checkpoints move
     without a revision bump. A stale revision raises ConflictError (``stale``, or
-    ``deleted`` when the session is gone) and writes nothing.
+    ``deleted`` when the session is gone) and writes nothing; a revision no database
+    binds (an edited record's) is a ValidationError before any SQL.
     """
+    bounded_int(record.revision, "record.revision", low=1)
     loaded = session.identity_map.get(session.identity_key(AgentSession, record.id))
     if loaded is not None:  # an ORM row of the caller's, now behind the database
         session.expunge(loaded)
@@ -273,6 +276,7 @@ def write_versioned_and_insert(
     a data-modifying CTE, where the database has them (``_dialects.
     appends_in_one_statement``): one round trip instead of two. A stale revision
     inserts nothing and raises the same ConflictError."""
+    bounded_int(record.revision, "record.revision", low=1)
     loaded = session.identity_map.get(session.identity_key(AgentSession, record.id))
     if loaded is not None:
         session.expunge(loaded)

@@ -17,8 +17,8 @@ from typing import Any, cast
 from sqlalchemy import Select, Table, and_, bindparam, delete, insert, select, update
 from sqlalchemy.orm import Session
 
-from .._checks import checked_text, text_problem
-from .._dialects import insert_if_absent
+from .._checks import bounded_int, checked_text, text_problem
+from .._dialects import insert_if_absent, missing_row_lock_is_safe
 from .._json import Limits, check_object, decode_json
 from .._translate import duplicate_as
 from ..errors import ConflictError, CorruptRecordError, ValidationError
@@ -148,6 +148,7 @@ def save(session: Session, kind: ScopeKind, record: Any, now: datetime, limits: 
             f"save() takes a {kind.record.__name__}, got {type(record).__name__}", path="record"
         )
     key = kind.key_of(tuple(getattr(record, name) for name in kind.keys))
+    bounded_int(record.revision, "record.revision")
     state = check_object(record.state, path="state", limits=limits, jsonb=True)
     stale = _stale(kind, key, record.revision)
     if record.revision == 0:
@@ -173,9 +174,14 @@ def merge(
     created first when absent) and bump the revision; an empty delta changes nothing."""
     if is_empty(delta):
         return read(session, kind, key)
-    values = {**kind.params(key), "state": {}, "revision": 0, "created_at": now, "updated_at": now}
-    insert_if_absent(session, kind.table, values, kind.keys)
-    current = read(session, kind, key, lock=True)
+    # A row that exists is locked by the read (one statement less); one that is absent
+    # is created first, in the statement concurrent creators cannot race.
+    current = read(session, kind, key, lock=True) if missing_row_lock_is_safe(session) else None
+    if current is None or current.created_at is None:
+        values = {**kind.params(key), "state": {}, "revision": 0}
+        values.update(created_at=now, updated_at=now)
+        insert_if_absent(session, kind.table, values, kind.keys)
+        current = read(session, kind, key, lock=True)
     state = applied(current.state, delta, path=path, limits=limits)
     # Under the row lock the revision cannot move; checked all the same (a versioned table).
     _update(session, kind, key, state, current.revision, now, _stale(kind, key, current.revision))

@@ -10,6 +10,7 @@ from typing import Any, cast
 
 from sqlalchemy import Table, delete, or_, select
 
+from .._checks import checked_text
 from .._concurrency import spawn
 from .._dialects import upsert_grant
 from ..clock import utc
@@ -78,8 +79,8 @@ class GrantRepository(Repository):
         """
         validate_id(id)
         capability = _capability(capability)
-        if granted_by is not None and (not isinstance(granted_by, str) or len(granted_by) > 255):
-            raise ValidationError("granted_by is a string of at most 255 characters")
+        if granted_by is not None:
+            checked_text(granted_by, "granted_by", max_length=255, min_length=0)
         expires = utc(expires_at, field="expires_at") if expires_at is not None else None
         now = self._work.settings.now()
         # Holding the session row (shared) until commit keeps a concurrent delete from

@@ -418,7 +418,8 @@ class MessageRepository(Repository):
                 is stored with other content. None of the messages are stored.
             NotFoundError: a blind append to a session that does not exist.
             ValidationError: a message that cannot be stored, named by its index; a bad
-                delta; an app or user delta for a session without that scope.
+                delta; an app or user delta for a session without that scope; no
+                message and no delta.
         """
         checked = self._validated(messages)
         deltas = self._deltas(
@@ -426,6 +427,12 @@ class MessageRepository(Repository):
             app_state_delta=app_state_delta,
             user_state_delta=user_state_delta,
         )
+        if not checked and all(_state.is_empty(delta) for delta in deltas.values()):
+            # Like steps.append([]): a call that stores nothing is a caller's mistake,
+            # not a revision bump.
+            raise ValidationError(
+                "append() needs at least one message, or a state delta", path="messages"
+            )
         record, blind = self._target(session, "append")
         self._check_scopes(record, deltas)
         stored = self._stored_by_key(record.id, checked, locked=blind)
@@ -634,7 +641,8 @@ class AsyncMessageRepository:
                 is stored with other content. None of the messages are stored.
             NotFoundError: a blind append to a session that does not exist.
             ValidationError: a message that cannot be stored, named by its index; a bad
-                delta; an app or user delta for a session without that scope.
+                delta; an app or user delta for a session without that scope; no
+                message and no delta.
         """
         return await spawn(
             self._proxied.append,

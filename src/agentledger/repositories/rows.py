@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, Row, and_, func, insert, or_, select
+from sqlalchemy import ColumnElement, Row, and_, func, insert, or_, select, tuple_
 
 from .._dialects import json_from_text
 from .._json import Limits, check_json
@@ -154,9 +154,20 @@ class RowRepository(Repository):
         if len(spec.key) == 1:
             column = table.c[spec.key[0]]
             condition = column.in_([row[spec.key[0]] for row in rows])
-        else:
+        elif len(spec.key) == 2:
             first, second = spec.key
             condition = _grouped(table.c[first], table.c[second], rows, second, first)
+        else:
+            first, *rest = spec.key
+            by_first: dict[Any, list[tuple[Any, ...]]] = {}
+            for row in rows:
+                by_first.setdefault(row[first], []).append(tuple(row[name] for name in rest))
+            condition = or_(
+                *(
+                    and_(table.c[first] == value, tuple_(*(table.c[n] for n in rest)).in_(keys))
+                    for value, keys in by_first.items()
+                )
+            )
         found = self._session.execute(spec.select().where(condition)).all()
         result = {}
         for raw in found:

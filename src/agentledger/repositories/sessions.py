@@ -19,7 +19,7 @@ from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import Integer, Select, bindparam, delete, select, update
+from sqlalchemy import BindParameter, Integer, Select, bindparam, delete, or_, select, update
 
 from .._checks import (
     after_keyset,
@@ -384,7 +384,9 @@ class SessionRepository(Repository):
         now = self._work.settings.now()
         if summary.ended_at is None:
             summary = summary.model_copy(update={"ended_at": now})
-        check_json(summary.error, path="summary.error", limits=self._work.settings.limits)
+        check_json(
+            summary.model_dump(mode="json"), path="summary", limits=self._work.settings.limits
+        )
         statement = (
             update(SESSIONS)
             .where(SESSIONS.c.id == id)
@@ -416,15 +418,23 @@ class SessionRepository(Repository):
         limit: int = 50,
         cursor: str | None = None,
         include: Collection[Included] = (),
+        id_prefix: str | None = None,
+        search: str | None = None,
     ) -> Page[SessionSummary]:
         """Sessions, most recently updated first (id breaks ties), one page at a time.
 
         ``include`` adds columns to each row in the same query: ``"external_key"``,
         ``"state"`` (the session state; off by default to keep listings lean).
+        ``id_prefix`` keeps the ids that start with it (a framework's sessions:
+        ``integrations.framework_id_prefix``); ``search`` keeps the sessions whose title
+        or opening user message contains it, ignoring case. Both are conditions on the
+        walk of the ``updated_at`` index, not index look-ups of their own: for a prefix
+        or term that few sessions match, the database reads far into that index (or,
+        PostgreSQL's choice, scans the table and sorts the few matches).
 
         Raises:
-            ValidationError: a bad limit or include, or a cursor that is tampered with or
-                comes from a listing with other filters.
+            ValidationError: a bad limit, include, prefix or search text, or a cursor that
+                is tampered with or comes from a listing with other filters.
         """
         bounded_int(limit, "limit", low=1, high=MAX_PAGE_SIZE)
         extras = _included(include)
@@ -432,8 +442,11 @@ class SessionRepository(Repository):
             scope_value(app_name, field="app_name"),
             scope_value(user_id, field="user_id"),
             _text(status, field="status", max_length=32),
+            _pattern(id_prefix, field="id_prefix", max_length=128, around="{}%"),
+            _pattern(search, field="search", max_length=256, around="%{}%"),
         )
-        params: dict[str, Any] = dict(zip(("app_name", "user_id", "status"), filters, strict=True))
+        names = ("app_name", "user_id", "status", "id_prefix", "search")
+        params: dict[str, Any] = dict(zip(names, filters, strict=True))
         params["n"] = limit + 1
         if cursor is not None:
             params["after_updated_at"], params["after_id"] = _decode_position(cursor, filters)
@@ -458,7 +471,9 @@ class SessionRepository(Repository):
             "user_id": scope_value(user_id, field="user_id"),
             "n": 1,
         }
-        query = _listing(app_name is not None, user_id is not None, False, after=False)
+        query = _listing(
+            app_name is not None, user_id is not None, False, False, False, after=False
+        )
         row = self._session.connection().execute(query, params).first()
         return summary_of(row) if row is not None else None
 
@@ -556,9 +571,26 @@ def _included(include: object) -> tuple[str, ...]:
     return tuple(name for name in SUMMARY_EXTRAS if name in include)
 
 
+def _pattern(value: object, *, field: str, max_length: int, around: str) -> str | None:
+    """A LIKE pattern matching ``value`` literally (``%``, ``_`` and the escape ``/``
+    escaped) inside ``around``; None when not given."""
+    text = _text(value, field=field, max_length=max_length)
+    if text is None:
+        return None
+    literal = text.replace("/", "//").replace("%", "/%").replace("_", "/_")
+    return around.format(literal)
+
+
 @functools.cache
 def _listing(
-    app_name: bool, user_id: bool, status: bool, *, after: bool, include: Sequence[str] = ()
+    app_name: bool,
+    user_id: bool,
+    status: bool,
+    id_prefix: bool = False,
+    search: bool = False,
+    *,
+    after: bool,
+    include: Sequence[str] = (),
 ) -> Select[Any]:
     """The listing statement for the filters given (built once per combination), newest
     first; with ``after``, the keyset page after a cursor's (updated_at, id); the
@@ -571,6 +603,16 @@ def _listing(
     ):
         if given:
             query = query.where(column == bindparam(column.name))
+    if id_prefix:
+        query = query.where(SESSIONS.c.id.like(bindparam("id_prefix"), escape="/"))
+    if search:
+        term: BindParameter[str] = bindparam("search")
+        query = query.where(
+            or_(
+                SESSIONS.c.title.ilike(term, escape="/"),
+                SESSIONS.c.preview.ilike(term, escape="/"),
+            )
+        )
     if after:
         position = (
             bindparam("after_updated_at", type_=SESSIONS.c.updated_at.type),
@@ -775,15 +817,23 @@ class AsyncSessionRepository:
         limit: int = 50,
         cursor: str | None = None,
         include: Collection[Included] = (),
+        id_prefix: str | None = None,
+        search: str | None = None,
     ) -> Page[SessionSummary]:
         """Sessions, most recently updated first (id breaks ties), one page at a time.
 
         ``include`` adds columns to each row in the same query: ``"external_key"``,
         ``"state"`` (the session state; off by default to keep listings lean).
+        ``id_prefix`` keeps the ids that start with it (a framework's sessions:
+        ``integrations.framework_id_prefix``); ``search`` keeps the sessions whose title
+        or opening user message contains it, ignoring case. Both are conditions on the
+        walk of the ``updated_at`` index, not index look-ups of their own: for a prefix
+        or term that few sessions match, the database reads far into that index (or,
+        PostgreSQL's choice, scans the table and sorts the few matches).
 
         Raises:
-            ValidationError: a bad limit or include, or a cursor that is tampered with or
-                comes from a listing with other filters.
+            ValidationError: a bad limit, include, prefix or search text, or a cursor that
+                is tampered with or comes from a listing with other filters.
         """
         return await spawn(
             self._proxied.list,
@@ -793,6 +843,8 @@ class AsyncSessionRepository:
             limit=limit,
             cursor=cursor,
             include=include,
+            id_prefix=id_prefix,
+            search=search,
         )
 
     async def most_recent(

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, Literal, cast
 
-from sqlalchemy import Integer, Row, Table, bindparam, func, insert, select
+from sqlalchemy import Integer, Row, Table, bindparam, func, insert, literal, select
 
 from .._checks import bounded_int, checked_text, scope_value
 from .._concurrency import async_iterate, spawn
@@ -29,12 +29,15 @@ from ..errors import ConflictError, CorruptRecordError, NotFoundError, Validatio
 from ..ids import validate_id
 from ..models import AgentSession, AgentStep
 from ..models.message import MAX_ROW_KEY_LENGTH
-from ..models.types import json_text
-from ..records import NewStep, Step, TokenUsage, from_stored
+from ..models.types import json_text, utc_day
+from ..records import NewStep, Step, TokenUsage, UsageGroup, from_stored
 from ._base import Repository, operation
 from ._seqlog import SeqLog
 from ._session_row import session_exists
 
+UsageKey = Literal["day", "model", "user"]
+"""What ``steps.usage_by`` groups by."""
+_USAGE_KEYS: tuple[UsageKey, ...] = ("day", "model", "user")
 _STEPS = cast(Table, AgentStep.__table__)
 _SESSIONS = cast(Table, AgentSession.__table__)
 _JSON_FIELDS = ("input", "output", "tool_calls", "usage_extra")
@@ -49,6 +52,15 @@ MAX_BATCH = 10_000
 """The most steps one append stores or one read returns."""
 _LOG = SeqLog(_STEPS, _READ, max_read=MAX_BATCH)
 _TOKEN_LIMIT = 2**63 - 1
+# Totals over many sessions pass 2**63 - 1, which SQLite's sum() refuses ("integer
+# overflow") and PostgreSQL and MariaDB hand back as numbers TokenUsage must take: each
+# counter is summed as its high and low 32 bits, which no sum of under 2**31 rows
+# overflows, and put back together exactly in Python, the same on every dialect.
+_SPLIT_SUMS = [
+    func.coalesce(func.sum(part), 0)
+    for name in ("input_tokens", "output_tokens", "total_tokens")
+    for part in (_STEPS.c[name].op(">>")(literal(32, Integer)), _STEPS.c[name].op("&")(0xFFFFFFFF))
+]
 _OF_SESSION = _STEPS.c.session_id == bindparam("id")
 _AFTER = _STEPS.c.seq > bindparam("after", type_=Integer())
 _PAGE = bindparam("n", type_=Integer())
@@ -220,6 +232,12 @@ class StepRepository(Repository):
         usage = _usage(checked)
         last = allocate_step_seqs(self._session, id, len(checked), usage, now)
         if last is None:
+            if session_exists(self._session, id):
+                raise ValidationError(
+                    f"session {id!r}: the steps would take its token totals past "
+                    f"2**63 - 1 (the most a BIGINT holds); nothing is stored",
+                    path="steps",
+                )
             raise NotFoundError(f"no session {id!r}: steps are not stored", id=id)
         first = last - len(checked) + 1
         records = [
@@ -373,11 +391,7 @@ class StepRepository(Repository):
         ``since`` and ``until`` bound the steps' ``started_at`` (``since <= t < until``).
         Only the three main counters are totalled; ``extra`` stays per step.
         """
-        query = select(
-            func.coalesce(func.sum(_STEPS.c.input_tokens), 0),
-            func.coalesce(func.sum(_STEPS.c.output_tokens), 0),
-            func.coalesce(func.sum(_STEPS.c.total_tokens), 0),
-        )
+        query = select(*_SPLIT_SUMS)
         if session_id is not None:
             query = query.where(_STEPS.c.session_id == validate_id(session_id))
         if user_id is not None:
@@ -385,15 +399,69 @@ class StepRepository(Repository):
                 _SESSIONS.c.user_id == scope_value(user_id, field="user_id")
             )
         if model is not None:
-            query = query.where(_STEPS.c.model == model)
+            query = query.where(_STEPS.c.model == checked_text(model, "model", max_length=255))
         if since is not None:
             query = query.where(_STEPS.c.started_at >= utc(since, field="since"))
         if until is not None:
             query = query.where(_STEPS.c.started_at < utc(until, field="until"))
-        totals = self._session.execute(query).one()
-        return TokenUsage(
-            input_tokens=int(totals[0]), output_tokens=int(totals[1]), total_tokens=int(totals[2])
+        sums = [int(value) for value in self._session.execute(query).one()]
+        totals = [(high << 32) + low for high, low in zip(sums[::2], sums[1::2], strict=True)]
+        return TokenUsage(input_tokens=totals[0], output_tokens=totals[1], total_tokens=totals[2])
+
+    @operation(writes=False)
+    def usage_by(
+        self,
+        by: UsageKey,
+        *,
+        since: datetime,
+        until: datetime,
+        user_id: str | None = None,
+        limit: int = 1000,
+    ) -> list[UsageGroup]:
+        """Token totals of the steps started in ``since <= t < until`` (of ``user_id``'s
+        sessions, if given), grouped ``by`` ``"day"`` (UTC; in day order), ``"model"`` or
+        ``"user"`` (the session's user_id; both largest total first), at most ``limit``
+        groups. One query: a range scan of the ``(started_at, model)`` index, joined to
+        the sessions only for ``"user"`` or ``user_id``.
+
+        Raises:
+            ValidationError: an unknown ``by``, naive times or a bad limit.
+        """
+        if by not in _USAGE_KEYS:
+            raise ValidationError(
+                f"usage_by: by must be one of {', '.join(_USAGE_KEYS)}, got {by!r}", path="by"
+            )
+        bounded_int(limit, "limit", low=1, high=10_000)
+        key = {"day": utc_day(_STEPS.c.started_at), "model": _STEPS.c.model}.get(
+            by, _SESSIONS.c.user_id
         )
+        total = func.coalesce(func.sum(_STEPS.c.total_tokens), 0)
+        query = select(
+            key,
+            func.count(),
+            func.coalesce(func.sum(_STEPS.c.input_tokens), 0),
+            func.coalesce(func.sum(_STEPS.c.output_tokens), 0),
+            total,
+        ).where(
+            _STEPS.c.started_at >= utc(since, field="since"),
+            _STEPS.c.started_at < utc(until, field="until"),
+        )
+        if by == "user" or user_id is not None:
+            query = query.join(_SESSIONS, _SESSIONS.c.id == _STEPS.c.session_id)
+        if user_id is not None:
+            query = query.where(_SESSIONS.c.user_id == scope_value(user_id, field="user_id"))
+        order = key if by == "day" else total.desc()
+        rows = self._session.execute(query.group_by(key).order_by(order).limit(limit)).all()
+        return [
+            UsageGroup(
+                key=None if row[0] is None else str(row[0]),
+                steps=int(row[1]),
+                usage=TokenUsage(
+                    input_tokens=int(row[2]), output_tokens=int(row[3]), total_tokens=int(row[4])
+                ),
+            )
+            for row in rows
+        ]
 
 
 def _usage(steps: list[NewStep]) -> tuple[int, int, int]:
@@ -542,6 +610,28 @@ class AsyncStepRepository:
             model=model,
             since=since,
             until=until,
+        )
+
+    async def usage_by(
+        self,
+        by: UsageKey,
+        *,
+        since: datetime,
+        until: datetime,
+        user_id: str | None = None,
+        limit: int = 1000,
+    ) -> list[UsageGroup]:
+        """Token totals of the steps started in ``since <= t < until`` (of ``user_id``'s
+        sessions, if given), grouped ``by`` ``"day"`` (UTC; in day order), ``"model"`` or
+        ``"user"`` (the session's user_id; both largest total first), at most ``limit``
+        groups. One query: a range scan of the ``(started_at, model)`` index, joined to
+        the sessions only for ``"user"`` or ``user_id``.
+
+        Raises:
+            ValidationError: an unknown ``by``, naive times or a bad limit.
+        """
+        return await spawn(
+            self._proxied.usage_by, by, since=since, until=until, user_id=user_id, limit=limit
         )
 
     # --- end of async proxies ---

@@ -266,6 +266,29 @@ class ListingContract:
         }
         assert (await harness.ledger.sessions.list(status="failed")).items == []
 
+    async def test_list_by_id_prefix_keeps_the_ids_that_start_with_it(
+        self, harness: Harness
+    ) -> None:
+        for id in ("adk.1", "adk.2", "adkx.3", "langgraph.1"):
+            await harness.ledger.sessions.create(id)
+        page = await harness.ledger.sessions.list(id_prefix="adk.")
+        assert sorted(item.id for item in page.items) == ["adk.1", "adk.2"]
+
+    async def test_list_search_finds_title_or_opening_message_ignoring_case_and_literally(
+        self, harness: Harness
+    ) -> None:
+        await harness.ledger.sessions.create("t", title="Trip to LISBON")
+        await harness.ledger.sessions.create("x", title="Refund 1000 of orderX42")
+        opened = await harness.ledger.sessions.create("m")
+        await harness.ledger.messages.append(
+            opened, NewMessage(role="user", content="Refund 100% of order_42")
+        )
+        search = harness.ledger.sessions.list
+        assert [item.id for item in (await search(search="lisbon")).items] == ["t"]
+        assert [item.id for item in (await search(search="100% of order_4")).items] == ["m"]
+        assert (await search(search="100%%")).items == []  # % and _ are no wildcards
+        assert [item.id for item in (await search(search="order_42")).items] == ["m"]
+
     async def test_pages_cover_every_session_exactly_once(self, harness: Harness) -> None:
         ids = await self._make(harness, 23)
         seen: list[str] = []

@@ -173,6 +173,29 @@ class UsageContract:
         with pytest.raises(ValidationError):
             await harness.ledger.steps.usage(since=datetime(2026, 1, 1))
 
+    async def test_usage_by_groups_the_period_per_day_model_and_user(
+        self, harness: Harness
+    ) -> None:
+        start = await self._seed(harness)
+        period = {"since": start, "until": start + timedelta(days=2)}
+        by = harness.ledger.steps.usage_by
+        days = await by("day", **period)
+        assert [(g.key, g.steps, g.usage.total_tokens) for g in days] == [
+            ("2026-03-01", 1, 15),
+            ("2026-03-02", 1, 30),
+        ]
+        everything = {"since": start, "until": start + timedelta(days=3)}
+        models = await by("model", **everything)
+        assert [(g.key, g.usage.input_tokens) for g in models] == [("big", 50), ("small", 20)]
+        users = await by("user", **everything)
+        assert [(g.key, g.usage.input_tokens) for g in users] == [("bob", 40), ("ada", 30)]
+        assert [g.key for g in await by("model", user_id="ada", **everything)] == ["small", "big"]
+
+    async def test_usage_by_an_unknown_grouping_is_refused(self, harness: Harness) -> None:
+        now = datetime(2026, 3, 1, tzinfo=UTC)
+        with pytest.raises(ValidationError, match="by must be one of"):
+            await harness.ledger.steps.usage_by("week", since=now, until=now)
+
 
 class FinalizeContract:
     """Run summaries recorded on the session."""

@@ -20,7 +20,7 @@ from ..errors import ValidationError
 from ..records import SessionSelection
 from ..repositories._portable import BY_KIND, SPECS, TableSpec, to_file
 from ..repositories.rows import BATCH_BYTES, RowRepository
-from .applier import Applier, Incoming
+from .applier import Applier, Commit, Incoming
 from .files import (
     ADDED_IN_2,
     END_KEY,
@@ -45,20 +45,23 @@ class Transfer:
     """Export, import and copy of one ledger's rows, every table, streamed in pages of
     whole sessions: memory stays the same whatever the size of the database.
 
-    **The export format** (version 2) is UTF-8 JSON Lines, one JSON object per line,
+    **The export format** (version 3) is UTF-8 JSON Lines, one JSON object per line,
     each with a single key naming what the line holds: first the header
-    ``{"agentledger_export": {"version": 2, "schema_revision": ..., "exported_at": ...,
+    ``{"agentledger_export": {"version": 3, "schema_revision": ..., "exported_at": ...,
     "source": "sqlite", "selection": {...}}}``; then, page by page, the page's
-    ``session`` lines followed by its ``message``, ``step``, ``grant`` and
-    ``checkpoint`` lines (every row after its session's line); after every session,
-    the ``app_state`` and ``user_state`` lines (all of them, or those of the app or
-    user selected; none when sessions are selected by id); last, the end line with
-    the count of each kind, ``{"end": {"sessions": 2, ...}}``. A file without it was
-    cut short, and its last page is not imported. A row's keys are its table's column
-    names, except database-local surrogate ids and the derived ``capability_hash`` and
-    ``external_key_hash``; JSON columns hold JSON values (not text); times are ISO
-    8601 UTC with microseconds (``2026-01-02T03:04:05.000006Z``). A version 1 file
-    (before app and user state and the ``external_key`` columns) still imports.
+    ``session`` lines followed by its ``message``, ``step``, ``grant``, ``checkpoint``,
+    ``langgraph_checkpoint``, ``langgraph_blob`` and ``langgraph_write`` lines (every
+    row after its session's line); after every session, the ``app_state`` and
+    ``user_state`` lines (all of them, or those of the app or user selected; none when
+    sessions are selected by id); last, the end line with the count of each kind,
+    ``{"end": {"sessions": 2, ...}}``. A file without it was cut short, and nothing of
+    it is imported. A row's keys are its table's column names, except
+    database-local surrogate ids and the derived ``capability_hash`` and
+    ``external_key_hash``; JSON columns hold JSON values (not text); binary columns
+    (LangGraph's serialized values) base64 text; times are ISO 8601 UTC with
+    microseconds (``2026-01-02T03:04:05.000006Z``). A version 1 file (before app and
+    user state and the ``external_key`` columns) and a version 2 file (before
+    LangGraph's tables) still import.
     """
 
     def __init__(self, ledger: Host) -> None:
@@ -134,12 +137,14 @@ class Transfer:
         """Import an export: insert the rows that are missing, leave identical ones alone,
         report the ones stored with other values (and keep the stored ones).
 
-        Importing the same file twice changes nothing. Each page of whole sessions is one
-        transaction; a file cut short imports every page but its last.
+        Importing the same file twice changes nothing. The file is one transaction, all
+        or nothing: every row is checked by the API's rules (and each session's counters
+        against the rows that follow it) before the commit, so a refused file, or one
+        cut short, leaves the database as it was.
 
         Raises:
             ValidationError: the file is not an export this package reads, or a line is
-                not a valid row (named by its line number); pages before it stay imported.
+                not a valid row (named by its line number); nothing is imported.
             SchemaError: the database is not at this package's head.
         """
         size = bounded_int(batch, "batch", low=1, high=MAX_BATCH)
@@ -160,16 +165,21 @@ class Transfer:
         selection: SessionSelection | None = None,
         batch: int = DEFAULT_BATCH,
         progress: ProgressCallback | None = None,
+        commit: Commit = "all",
     ) -> ImportReport:
         """Copy every row (or the rows of the sessions ``selection`` picks) of this
         ledger to ``target``.
 
-        Reads one snapshot of this ledger in constant memory; writes one transaction per
-        page of whole sessions, matching rows as ``import_jsonl`` does. Interrupted and
-        run again, it skips what is there and ends with exactly one copy of every row.
+        Reads one snapshot of this ledger in constant memory; checks and matches rows as
+        ``import_jsonl`` does. With ``commit="all"`` it writes in one transaction, so a
+        row the target cannot take (named by its table and key) leaves the target as
+        it was; with ``commit="page"`` each page of whole sessions is committed on its
+        own, and an interrupted copy run again skips what is there and ends with
+        exactly one copy of every row.
 
         Raises:
-            ValidationError: source and target are the same database.
+            ValidationError: source and target are the same database; a source row
+                breaks a rule (nothing is copied).
             SchemaError: either database is not at this package's head.
         """
         selection = _selection(selection)
@@ -181,7 +191,9 @@ class Transfer:
             raise ValidationError(
                 "the source and the target are the same database: copy needs two", path="target"
             )
-        applier = Transfer(target)._applier()
+        if commit not in ("all", "page"):
+            raise ValidationError(f"commit takes 'all' or 'page', got {commit!r}", path="commit")
+        applier = Transfer(target)._applier(commit)
         try:
             with source._transaction(writes=False, snapshot=True) as work:
                 pages = Pages(RowRepository(work), selection, size)
@@ -198,9 +210,9 @@ class Transfer:
             raise
         return applier.report()
 
-    def _applier(self) -> Applier:
+    def _applier(self, commit: Commit = "all") -> Applier:
         ledger = self._ledger
-        return Applier(lambda: ledger._transaction(writes=True), ledger.settings.limits)
+        return Applier(lambda: ledger._transaction(writes=True), ledger.settings.limits, commit)
 
 
 def _selection(selection: object) -> SessionSelection:
@@ -281,7 +293,7 @@ class _Importer:
         if end is None:
             raise ValidationError(
                 "the file ends without its end line: it was cut short (an interrupted "
-                "export or copy?); every page before the last was imported, the last was not"
+                "export or copy?); nothing of it was imported"
             )
         if type(end) is not dict:
             raise ValidationError(f"the end line must hold an object of counts, got {end!r}")
@@ -289,7 +301,8 @@ class _Importer:
         seen = {kind: count for kind, count in self.seen.items() if count or kind in end}
         if end != seen:
             raise ValidationError(
-                f"the end line counts {end} rows but the file holds {self.seen}: lines are missing"
+                f"the end line counts {end} rows but the file holds {self.seen}: lines are "
+                "missing or were added; nothing of it was imported"
             )
 
 
@@ -338,12 +351,14 @@ class AsyncTransfer:
         """Import an export: insert the rows that are missing, leave identical ones alone,
         report the ones stored with other values (and keep the stored ones).
 
-        Importing the same file twice changes nothing. Each page of whole sessions is one
-        transaction; a file cut short imports every page but its last.
+        Importing the same file twice changes nothing. The file is one transaction, all
+        or nothing: every row is checked by the API's rules (and each session's counters
+        against the rows that follow it) before the commit, so a refused file, or one
+        cut short, leaves the database as it was.
 
         Raises:
             ValidationError: the file is not an export this package reads, or a line is
-                not a valid row (named by its line number); pages before it stay imported.
+                not a valid row (named by its line number); nothing is imported.
             SchemaError: the database is not at this package's head.
         """
         return await spawn(self._proxied.import_jsonl, source, batch=batch, progress=progress)
@@ -357,6 +372,7 @@ class AsyncTransfer:
         selection: SessionSelection | None = None,
         batch: int = DEFAULT_BATCH,
         progress: ProgressCallback | None = None,
+        commit: Commit = "all",
     ) -> ImportReport:
         """Copy every row (or the rows of the sessions ``selection`` picks) of this
         ledger to ``target`` (an AsyncLedger), as ``Transfer.copy_to`` does."""
@@ -366,4 +382,5 @@ class AsyncTransfer:
             selection=selection,
             batch=batch,
             progress=progress,
+            commit=commit,
         )

@@ -1,5 +1,10 @@
-"""Writing incoming rows (from a file or another database), one transaction per page of
-whole sessions, matching each row against the stored one by its natural key.
+"""Writing incoming rows (from a file or another database) in one transaction, page of
+whole sessions by page, matching each row against the stored one by its natural key.
+
+All or nothing by default (``Commit``): a row refused anywhere (a bad line, a session
+whose counters do not match its rows, end-line counts that do not match the file)
+rolls back every page before it too, so a refused import or copy leaves the target as
+it was.
 
 A row that is not stored is inserted; one stored with the same values is left alone,
 so importing twice changes nothing; one stored with other values is a conflict: it is
@@ -13,7 +18,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 from .._json import Limits
 from ..errors import ValidationError
@@ -35,6 +40,10 @@ Incoming = tuple[int | None, dict[str, Any]]
 """A row to import: its line in the file (None for a copy) and its values."""
 Transaction = Callable[[], AbstractContextManager[Work]]
 """Opens a write transaction of the target ledger."""
+Commit = Literal["all", "page"]
+"""When rows are committed: ``all`` in one transaction at the end (a refusal or an
+interruption leaves the target as it was), or each ``page`` of whole sessions on its
+own (an interrupted copy keeps its pages; run again, it goes on where it stopped)."""
 
 
 @dataclass
@@ -56,14 +65,24 @@ class _Page:
     skipped: set[str] = field(default_factory=set)
     """Stored with other values: skipped whole."""
     children_seen: bool = False
+    sessions: dict[str, Incoming] = field(default_factory=dict)
+    """The incoming rows of the fresh and kept sessions, to check their children by."""
+    rows: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    """(kind, session) -> the seqs of the rows of that kind the page brought for it."""
+
+
+_COUNTERS = {"message": "message_seq", "step": "step_count", "checkpoint": "checkpoint_seq"}
+"""The session counter each child's seq is allocated from: no seq may pass it (the next
+append would collide with the row), and for a fresh session none may repeat."""
 
 
 class Applier:
     """Writes incoming rows to a ledger, one transaction per page of whole sessions."""
 
-    def __init__(self, transaction: Transaction, limits: Limits) -> None:
+    def __init__(self, transaction: Transaction, limits: Limits, commit: Commit = "all") -> None:
         self._transaction = transaction
         self._limits = limits
+        self._commit = commit
         self._open: ExitStack | None = None
         self._rows: RowRepository | None = None
         self._page = _Page()
@@ -91,11 +110,14 @@ class Applier:
         self._children(spec, rows)
 
     def finish(self) -> None:
-        """Commit the last page."""
+        """Check the last page, then commit every page."""
+        if self._open is not None:
+            self._check_counters()
         self._end(None, None, None)
 
     def abort(self, error: BaseException) -> None:
-        """Roll the current page back (pages before it stay committed)."""
+        """Roll back what is not committed: everything, unless pages are committed one
+        by one (``commit="page"``)."""
         self._end(type(error), error, error.__traceback__)
 
     def report(self) -> ImportReport:
@@ -117,11 +139,38 @@ class Applier:
             opened.__exit__(kind, error, trace)
 
     def _next_page(self) -> None:
-        self.finish()
-        opened = ExitStack()
-        work = opened.enter_context(self._transaction())
-        self._open, self._rows = opened, RowRepository(work)
+        if self._open is not None:
+            self._check_counters()
+            if self._commit == "page":
+                self._end(None, None, None)
+        if self._open is None:
+            opened = ExitStack()
+            work = opened.enter_context(self._transaction())
+            self._open, self._rows = opened, RowRepository(work)
         self._page = _Page()
+
+    def _check_counters(self) -> None:
+        """Each fresh session's message_count is its number of messages, and no child
+        seq of a session passes the counter it is allocated from (``_COUNTERS``):
+        else every later append to the session would fail on a unique constraint."""
+        page = self._page
+        for (kind, id), seqs in page.rows.items():
+            line, session = page.sessions[id]
+            counter = _COUNTERS[kind]
+            where = _where(line, SESSIONS, session)
+            if max(seqs) > session[counter]:
+                raise ValidationError(
+                    f"{where}: session {id!r} has {counter} {session[counter]}, but a {kind} "
+                    f"of it has seq {max(seqs)}: the counters must cover the rows that follow"
+                )
+        for id in page.fresh:
+            line, session = page.sessions[id]
+            messages = len(page.rows.get(("message", id), ()))
+            if messages != session["message_count"]:
+                raise ValidationError(
+                    f"{_where(line, SESSIONS, session)}: session {id!r} has message_count "
+                    f"{session['message_count']}, but {messages} message rows follow it"
+                )
 
     def _repository(self) -> RowRepository:
         assert self._rows is not None
@@ -151,12 +200,14 @@ class Applier:
             if old is None:
                 new.append(row)
                 page.fresh.add(id)
+                page.sessions[id] = (line, row)
             elif columns := differing(SESSIONS, row, old):
                 self._conflict(SESSIONS, (id,), columns, line)
                 page.skipped.add(id)
             else:
                 counts.unchanged += 1
                 page.kept.add(id)
+                page.sessions[id] = (line, row)
         self._insert(SESSIONS, new)
 
     def _children(self, spec: TableSpec, rows: list[Incoming]) -> None:
@@ -192,6 +243,9 @@ class Applier:
                 self._conflict(spec, key, ["ref"], line)
             else:
                 new.append(row)
+        if spec.kind in _COUNTERS:
+            for row in new:
+                page.rows.setdefault((spec.kind, row["session_id"]), []).append(row["seq"])
         self._insert(spec, new)
 
     def _scoped(self, spec: TableSpec, rows: list[Incoming]) -> None:

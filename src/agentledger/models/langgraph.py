@@ -1,0 +1,137 @@
+"""LangGraph's checkpoints, channel values and pending writes, in the shape of its
+access paths (``agentledger.integrations.langgraph`` reads and writes them).
+
+A LangGraph thread is an agentledger session (its thread id is the session's external
+key), so every row hangs off ``agentledger_sessions`` and is deleted with it. Values
+are what LangGraph's serializer gives, a type tag and bytes, stored as bytes.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ForeignKey, Index, Integer, String, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from .base import MYSQL_TABLE_ARGS, Base
+from .types import Binary, Identifier, JSONDocument, JSONState, OrderedIdentifier, UTCDateTime
+
+MAX_NAMESPACE_LENGTH = 255
+"""The longest checkpoint namespace (characters): a subgraph path ``node:task|...``."""
+MAX_CHECKPOINT_ID_LENGTH = 64
+"""The longest checkpoint id (LangGraph's are 36-character UUIDs)."""
+MAX_TASK_ID_LENGTH = 255
+"""The longest task id of a pending write."""
+MAX_CHANNEL_LENGTH = 255
+"""The longest channel name."""
+MAX_VERSION_LENGTH = 128
+"""The longest channel version, as text."""
+MAX_TYPE_LENGTH = 64
+"""The longest serializer type tag (``msgpack``, ``json``, ``bytes``...)."""
+
+_SESSION_FK = "agentledger_sessions.id"
+
+
+def _session_id() -> Mapped[str]:
+    return mapped_column(
+        Identifier(128), ForeignKey(_SESSION_FK, ondelete="CASCADE"), primary_key=True
+    )
+
+
+class AgentLangGraphCheckpoint(Base):
+    """A LangGraph checkpoint row of ``agentledger_langgraph_checkpoints``: the checkpoint
+    without its channel values, which live in ``agentledger_langgraph_blobs``."""
+
+    __tablename__ = "agentledger_langgraph_checkpoints"
+
+    session_id: Mapped[str] = _session_id()
+    """The thread's session; deleted with it."""
+    checkpoint_ns: Mapped[str] = mapped_column(
+        OrderedIdentifier(MAX_NAMESPACE_LENGTH), primary_key=True
+    )
+    """The namespace: empty for the root graph, a path for a subgraph."""
+    checkpoint_id: Mapped[str] = mapped_column(
+        OrderedIdentifier(MAX_CHECKPOINT_ID_LENGTH), primary_key=True
+    )
+    """LangGraph's checkpoint id (time-ordered: the newest is the greatest)."""
+    parent_checkpoint_id: Mapped[str | None] = mapped_column(
+        OrderedIdentifier(MAX_CHECKPOINT_ID_LENGTH)
+    )
+    """The checkpoint this one was written from (LangGraph's own parent id); not a
+    foreign key, since a parent may be pruned while its children stay."""
+    run_id: Mapped[str | None] = mapped_column(Identifier(255))
+    """The run that wrote it (``metadata["run_id"]``), for ``delete_for_runs``."""
+    type: Mapped[str] = mapped_column(String(MAX_TYPE_LENGTH))
+    """The serializer's type tag of ``checkpoint``."""
+    checkpoint: Mapped[bytes] = mapped_column(Binary())
+    """The checkpoint as serialized, its channel values left out."""
+    channel_versions: Mapped[dict[str, Any]] = mapped_column(JSONDocument())
+    """Channel -> version (as text): which blobs make up the channel values."""
+    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSONState())
+    """The checkpoint's metadata (JSON; JSONB on PostgreSQL), filtered on in SQL."""
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    """When it was stored (UTC)."""
+
+    __table_args__ = (
+        # A thread's checkpoints newest first across its namespaces (list without ns).
+        Index("ix_agentledger_langgraph_checkpoints_by_session", "session_id", "checkpoint_id"),
+        Index(None, "run_id"),
+        MYSQL_TABLE_ARGS,
+    )
+
+
+class AgentLangGraphBlob(Base):
+    """One channel's value at one version, of ``agentledger_langgraph_blobs``: stored once,
+    shared by every checkpoint of the namespace at that version."""
+
+    __tablename__ = "agentledger_langgraph_blobs"
+
+    session_id: Mapped[str] = _session_id()
+    """The thread's session; deleted with it."""
+    checkpoint_ns: Mapped[str] = mapped_column(
+        OrderedIdentifier(MAX_NAMESPACE_LENGTH), primary_key=True
+    )
+    """The namespace the channel belongs to."""
+    channel: Mapped[str] = mapped_column(Identifier(MAX_CHANNEL_LENGTH), primary_key=True)
+    """The channel's name."""
+    version: Mapped[str] = mapped_column(Identifier(MAX_VERSION_LENGTH), primary_key=True)
+    """The channel's version (as text)."""
+    type: Mapped[str] = mapped_column(String(MAX_TYPE_LENGTH))
+    """The serializer's type tag; ``empty`` for a channel without a value."""
+    blob: Mapped[bytes | None] = mapped_column(Binary())
+    """The serialized value (NULL when empty)."""
+
+    __table_args__ = (MYSQL_TABLE_ARGS,)
+
+
+class AgentLangGraphWrite(Base):
+    """A pending write of a task, of ``agentledger_langgraph_writes``."""
+
+    __tablename__ = "agentledger_langgraph_writes"
+
+    session_id: Mapped[str] = _session_id()
+    """The thread's session; deleted with it."""
+    checkpoint_ns: Mapped[str] = mapped_column(
+        OrderedIdentifier(MAX_NAMESPACE_LENGTH), primary_key=True
+    )
+    """The checkpoint's namespace."""
+    checkpoint_id: Mapped[str] = mapped_column(
+        OrderedIdentifier(MAX_CHECKPOINT_ID_LENGTH), primary_key=True
+    )
+    """The checkpoint the write is pending on."""
+    task_id: Mapped[str] = mapped_column(Identifier(MAX_TASK_ID_LENGTH), primary_key=True)
+    """The task that wrote it."""
+    idx: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    """Its index among the task's writes; negative for LangGraph's special channels
+    (error, interrupt, resume...), which a later write of the task replaces."""
+    channel: Mapped[str] = mapped_column(Identifier(MAX_CHANNEL_LENGTH))
+    """The channel written."""
+    type: Mapped[str] = mapped_column(String(MAX_TYPE_LENGTH))
+    """The serializer's type tag of ``blob``."""
+    blob: Mapped[bytes] = mapped_column(Binary())
+    """The serialized value."""
+    task_path: Mapped[str] = mapped_column(Text())
+    """The task's path (LangGraph orders a step's writes by it)."""
+
+    __table_args__ = (MYSQL_TABLE_ARGS,)

@@ -1,0 +1,987 @@
+"""LangGraph checkpoints: the storage behind ``agentledger.integrations.langgraph``.
+
+A LangGraph thread is a session found by its external key (the thread id) in the
+repository's scope (``app_name``, ``user_id``); a thread's first ``put`` creates it
+with an id from ``new_session_id("langgraph")``. Each checkpoint is a row keyed by
+(session, namespace, checkpoint id) holding the serialized checkpoint without its
+channel values; each channel value is a row keyed by (session, namespace, channel,
+version), written once and shared by every checkpoint that has that version, so a
+step that changes one channel stores one value. Pending writes are rows keyed by
+(session, namespace, checkpoint id, task id, index).
+
+The repository knows nothing of LangGraph's types: values arrive serialized, as
+``(type tag, bytes)`` pairs, and leave the same way; the adapter owns the serializer.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+
+from sqlalchemy import (
+    ColumnElement,
+    Table,
+    Text,
+    and_,
+    bindparam,
+    delete,
+    func,
+    literal,
+    select,
+    tuple_,
+    union_all,
+)
+
+from .._checks import bounded_int, checked_text
+from .._concurrency import async_iterate, spawn
+from .._dialects import insert_missing, json_key_equals, touch_session_by_key, upsert_rows
+from .._json import check_json, decode_json
+from .._translate import duplicate_as
+from ..errors import ConflictError, ValidationError
+from ..integrations import new_session_id
+from ..models import AgentLangGraphBlob, AgentLangGraphCheckpoint, AgentLangGraphWrite
+from ..models.langgraph import (
+    MAX_CHANNEL_LENGTH,
+    MAX_CHECKPOINT_ID_LENGTH,
+    MAX_NAMESPACE_LENGTH,
+    MAX_TASK_ID_LENGTH,
+    MAX_TYPE_LENGTH,
+    MAX_VERSION_LENGTH,
+)
+from ..models.session import MAX_EXTERNAL_KEY_LENGTH
+from ._base import Repository, Scope, operation
+from ._session_row import SESSIONS
+from .sessions import SessionRepository, external_key_hash
+
+CHECKPOINTS = cast(Table, AgentLangGraphCheckpoint.__table__)
+BLOBS = cast(Table, AgentLangGraphBlob.__table__)
+WRITES = cast(Table, AgentLangGraphWrite.__table__)
+PAGE = 100
+"""Checkpoints read per query by ``list`` (one transaction each)."""
+_BY_KEY = and_(
+    SESSIONS.c.external_key_hash == bindparam("hash"), SESSIONS.c.external_key == bindparam("key")
+)
+_SESSION_OF = select(SESSIONS.c.id).where(_BY_KEY)
+_ROW = select(
+    SESSIONS.c.external_key.label("thread_id"),
+    CHECKPOINTS.c.session_id,
+    CHECKPOINTS.c.checkpoint_ns,
+    CHECKPOINTS.c.checkpoint_id,
+    CHECKPOINTS.c.parent_checkpoint_id,
+    CHECKPOINTS.c.type,
+    CHECKPOINTS.c.checkpoint,
+    CHECKPOINTS.c.channel_versions,
+    CHECKPOINTS.c.metadata,
+).join(SESSIONS, SESSIONS.c.id == CHECKPOINTS.c.session_id)
+_IN_NAMESPACE = _ROW.where(_BY_KEY, CHECKPOINTS.c.checkpoint_ns == bindparam("ns"))
+_LATEST = _IN_NAMESPACE.order_by(CHECKPOINTS.c.checkpoint_id.desc()).limit(1)
+_ONE = _IN_NAMESPACE.where(CHECKPOINTS.c.checkpoint_id == bindparam("id"))
+_VALUES = select(BLOBS.c.channel, BLOBS.c.version, BLOBS.c.type, BLOBS.c.blob).where(
+    BLOBS.c.session_id == bindparam("session_id"),
+    BLOBS.c.checkpoint_ns == bindparam("ns"),
+    tuple_(BLOBS.c.channel, BLOBS.c.version).in_(bindparam("pairs", expanding=True)),
+    BLOBS.c.type != "empty",
+)
+_WRITES_OF = select(
+    WRITES.c.task_id,
+    WRITES.c.idx,
+    WRITES.c.channel,
+    WRITES.c.type,
+    WRITES.c.blob,
+    WRITES.c.task_path,
+).where(
+    WRITES.c.session_id == bindparam("session_id"),
+    WRITES.c.checkpoint_ns == bindparam("ns"),
+    WRITES.c.checkpoint_id == bindparam("id"),
+)
+_PARTS_OF_ONE = union_all(
+    select(
+        literal("value").label("part"),
+        BLOBS.c.channel,
+        BLOBS.c.version.label("name"),
+        literal(0).label("idx"),
+        BLOBS.c.type,
+        BLOBS.c.blob,
+        literal("", Text()).label("task_path"),
+    ).where(
+        BLOBS.c.session_id == bindparam("session_id"),
+        BLOBS.c.checkpoint_ns == bindparam("ns"),
+        tuple_(BLOBS.c.channel, BLOBS.c.version).in_(bindparam("pairs", expanding=True)),
+        BLOBS.c.type != "empty",
+    ),
+    select(
+        literal("write").label("part"),
+        WRITES.c.channel,
+        WRITES.c.task_id.label("name"),
+        WRITES.c.idx,
+        WRITES.c.type,
+        WRITES.c.blob,
+        WRITES.c.task_path,
+    ).where(
+        WRITES.c.session_id == bindparam("session_id"),
+        WRITES.c.checkpoint_ns == bindparam("ns"),
+        WRITES.c.checkpoint_id == bindparam("id"),
+    ),
+)
+"""One checkpoint's channel values and pending writes in one query (one round trip)."""
+
+Typed = tuple[str, bytes]
+"""A value as LangGraph's serializer gives it: ``(type tag, bytes)``."""
+PruneStrategy = Literal["keep_latest", "delete"]
+"""``keep_latest``: the newest checkpoint of each namespace stays; ``delete``: none."""
+
+
+@dataclass(frozen=True)
+class StoredWrite:
+    """A pending write as stored."""
+
+    task_id: str
+    """The task that wrote it."""
+    channel: str
+    """The channel written."""
+    value: Typed
+    """The serialized value."""
+    task_path: str
+    """The task's path."""
+    idx: int
+    """Its index among the task's writes (negative for special channels)."""
+
+
+@dataclass(frozen=True)
+class StoredCheckpoint:
+    """A checkpoint as stored, with its channel values and its pending writes."""
+
+    thread_id: str
+    """The LangGraph thread (the session's external key)."""
+    checkpoint_ns: str
+    """The namespace."""
+    checkpoint_id: str
+    """The checkpoint id."""
+    parent_checkpoint_id: str | None
+    """The checkpoint it was written from."""
+    checkpoint: Typed
+    """The serialized checkpoint, without its channel values."""
+    metadata: dict[str, Any]
+    """Its metadata."""
+    channel_values: dict[str, Typed]
+    """Channel -> serialized value, for the channels that have one."""
+    pending_writes: list[StoredWrite]
+    """The writes pending on it, in LangGraph's order (task path, task id, index)."""
+
+
+_Values = dict[tuple[str, str, str, str], Typed]
+_Writes = dict[tuple[str, str, str], list[StoredWrite]]
+
+
+@dataclass(frozen=True)
+class _Position:
+    checkpoint_id: str
+    checkpoint_ns: str
+    session_id: str
+
+
+def _namespace(value: object) -> str:
+    return checked_text(value, "checkpoint_ns", max_length=MAX_NAMESPACE_LENGTH, min_length=0)
+
+
+def _checkpoint_id(value: object, name: str = "checkpoint_id") -> str:
+    return checked_text(value, name, max_length=MAX_CHECKPOINT_ID_LENGTH)
+
+
+def _typed(value: object, name: str) -> Typed:
+    if (
+        not isinstance(value, tuple)
+        or len(value) != 2
+        or not isinstance(value[0], str)
+        or not isinstance(value[1], bytes | bytearray | memoryview)
+    ):
+        raise ValidationError(f"{name} must be a (type, bytes) pair", path=name)
+    checked_text(value[0], f"{name} type", max_length=MAX_TYPE_LENGTH)
+    return value[0], bytes(value[1])
+
+
+def _size_check(total: int, limit: int, what: str) -> None:
+    if total > limit:
+        raise ValidationError(
+            f"{what} is {total:,} bytes serialized, over the limit of {limit:,} "
+            "(Limits.max_checkpoint_bytes)",
+            path=what,
+        )
+
+
+class LangGraphRepository(Repository):
+    """The single implementation of the LangGraph checkpoint operations, for the threads
+    of one scope (``app_name``, ``user_id``: the scope of their sessions' keys)."""
+
+    def __init__(
+        self, scope: Scope, *, app_name: str | None = "langgraph", user_id: str | None = None
+    ) -> None:
+        super().__init__(scope)
+        self.app_name = app_name
+        """The app_name of the threads' sessions."""
+        self.user_id = user_id
+        """The user_id of the threads' sessions."""
+
+    def _within(self, work: Any) -> Any:
+        if self._scope is work:
+            return self
+        return type(self)(work, app_name=self.app_name, user_id=self.user_id)
+
+    # -- threads -----------------------------------------------------------------------
+
+    def _key(self, thread_id: object) -> tuple[str, str]:
+        key = checked_text(thread_id, "thread_id", max_length=MAX_EXTERNAL_KEY_LENGTH)
+        return external_key_hash(self.app_name, self.user_id, key), key
+
+    def _key_params(self, thread_id: object) -> dict[str, str]:
+        digest, key = self._key(thread_id)
+        return {"hash": digest, "key": key}
+
+    def _by_key(self, thread_id: str) -> ColumnElement[bool]:
+        digest, key = self._key(thread_id)
+        return and_(SESSIONS.c.external_key_hash == digest, SESSIONS.c.external_key == key)
+
+    def _session_of(self, thread_id: str) -> str | None:
+        found = self._connection().execute(_SESSION_OF, self._key_params(thread_id))
+        session_id: str | None = found.scalar_one_or_none()
+        return session_id
+
+    def _connection(self) -> Any:
+        # Prebuilt Core statements on the unit of work's connection: no ORM in the way.
+        return self._session.connection()
+
+    def _thread_session(self, thread_id: str) -> str:
+        """The id of the thread's session, created if need be, its ``updated_at`` set to
+        now (retention rules see an active thread as active)."""
+        now = self._work.settings.now()
+        digest, key = self._key(thread_id)
+        found = touch_session_by_key(self._session, digest, key, now)
+        if found is not None:
+            return found
+        sessions = SessionRepository(self._work)
+        record, _ = sessions.get_or_create_by_key(
+            thread_id,
+            app_name=self.app_name,
+            user_id=self.user_id,
+            id=new_session_id("langgraph", now),
+        )
+        return record.id
+
+    # -- writing -----------------------------------------------------------------------
+
+    @operation(writes=True)
+    def put(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        *,
+        parent_checkpoint_id: str | None,
+        checkpoint: Typed,
+        channel_versions: dict[str, str],
+        metadata: dict[str, Any],
+        blobs: Sequence[tuple[str, str, Typed | None]],
+    ) -> None:
+        """Store a checkpoint, and the values of the channels it changed (``blobs``:
+        channel, version, value or None for a channel without one). Putting the same
+        checkpoint id again replaces it; a channel value already stored at its version
+        is kept.
+
+        Raises:
+            ValidationError: a thread id, namespace, id, channel or version over its
+                limit, metadata that is not JSON, or a checkpoint larger than
+                ``Limits.max_checkpoint_bytes``; nothing is stored.
+        """
+        limits = self._work.settings.limits
+        ns = _namespace(checkpoint_ns)
+        row: dict[str, Any] = {
+            "checkpoint_ns": ns,
+            "checkpoint_id": _checkpoint_id(checkpoint_id),
+            "parent_checkpoint_id": None
+            if parent_checkpoint_id is None
+            else _checkpoint_id(parent_checkpoint_id, "parent_checkpoint_id"),
+            "created_at": self._work.settings.now(),
+        }
+        row["type"], row["checkpoint"] = _typed(checkpoint, "checkpoint")
+        if type(metadata) is not dict:
+            raise ValidationError("metadata must be a dict of JSON values", path="metadata")
+        check_json(metadata, path="metadata", limits=limits, jsonb=True)
+        run_id = metadata.get("run_id")
+        row["run_id"] = str(run_id)[:255] if run_id is not None else None
+        row["metadata"] = metadata
+        row["channel_versions"] = {
+            checked_text(name, "channel", max_length=MAX_CHANNEL_LENGTH): checked_text(
+                version, "version", max_length=MAX_VERSION_LENGTH
+            )
+            for name, version in channel_versions.items()
+        }
+        values = []
+        total = len(row["checkpoint"])
+        for channel, version, value in blobs:
+            typed = None if value is None else _typed(value, f"channel {channel!r}")
+            total += 0 if typed is None else len(typed[1])
+            values.append(
+                {
+                    "checkpoint_ns": ns,
+                    "channel": checked_text(channel, "channel", max_length=MAX_CHANNEL_LENGTH),
+                    "version": checked_text(version, "version", max_length=MAX_VERSION_LENGTH),
+                    "type": "empty" if typed is None else typed[0],
+                    "blob": None if typed is None else typed[1],
+                }
+            )
+        _size_check(total, limits.max_checkpoint_bytes, "checkpoint")
+        session_id = self._thread_session(thread_id)
+        for value_row in values:
+            value_row["session_id"] = session_id
+        row["session_id"] = session_id
+        insert_missing(
+            self._session, BLOBS, values, ("session_id", "checkpoint_ns", "channel", "version")
+        )
+        refreshed = [name for name in row if name not in ("session_id", "checkpoint_ns")]
+        upsert_rows(
+            self._session,
+            CHECKPOINTS,
+            [row],
+            ("session_id", "checkpoint_ns", "checkpoint_id"),
+            [name for name in refreshed if name != "checkpoint_id"],
+        )
+
+    @operation(writes=True)
+    def put_writes(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        task_id: str,
+        writes: Sequence[tuple[int, str, Typed]],
+        *,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's pending writes on a checkpoint (each: index, channel, value).
+        A regular write (index >= 0) already stored is kept as it is; a special one
+        (negative index: error, interrupt, resume...) replaces the stored one.
+
+        Raises:
+            ValidationError: an id, namespace or channel over its limit, or writes
+                larger than ``Limits.max_checkpoint_bytes``; nothing is stored.
+        """
+        ns = _namespace(checkpoint_ns)
+        checkpoint_id = _checkpoint_id(checkpoint_id)
+        task_id = checked_text(task_id, "task_id", max_length=MAX_TASK_ID_LENGTH)
+        task_path = checked_text(task_path, "task_path", max_length=2**16, min_length=0)
+        rows: list[dict[str, Any]] = []
+        total = 0
+        for idx, channel, value in writes:
+            typed = _typed(value, f"write to {channel!r}")
+            total += len(typed[1])
+            rows.append(
+                {
+                    "checkpoint_ns": ns,
+                    "checkpoint_id": checkpoint_id,
+                    "task_id": task_id,
+                    "idx": bounded_int(idx, "idx", low=-(2**31)),
+                    "channel": checked_text(channel, "channel", max_length=MAX_CHANNEL_LENGTH),
+                    "type": typed[0],
+                    "blob": typed[1],
+                    "task_path": task_path,
+                }
+            )
+        _size_check(total, self._work.settings.limits.max_checkpoint_bytes, "writes")
+        if not rows:
+            return
+        session_id = self._thread_session(thread_id)
+        for row in rows:
+            row["session_id"] = session_id
+        keys = ("session_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx")
+        insert_missing(self._session, WRITES, [row for row in rows if row["idx"] >= 0], keys)
+        upsert_rows(
+            self._session,
+            WRITES,
+            [row for row in rows if row["idx"] < 0],
+            keys,
+            ["channel", "type", "blob", "task_path"],
+        )
+
+    # -- reading -----------------------------------------------------------------------
+
+    @operation(writes=False)
+    def get(
+        self, thread_id: str, checkpoint_ns: str, checkpoint_id: str | None = None
+    ) -> StoredCheckpoint | None:
+        """The checkpoint ``checkpoint_id`` of the thread's namespace, or its newest when
+        None; None when there is none. Three indexed queries, whatever the thread's
+        length."""
+        params: dict[str, Any] = self._key_params(thread_id)
+        params["ns"] = _namespace(checkpoint_ns)
+        if checkpoint_id is not None:
+            params["id"] = _checkpoint_id(checkpoint_id)
+        query = _LATEST if checkpoint_id is None else _ONE
+        rows = self._connection().execute(query, params).all()
+        found = self._assemble(rows)
+        return found[0] if found else None
+
+    def list(
+        self,
+        thread_id: str | None,
+        *,
+        checkpoint_ns: str | None = None,
+        checkpoint_id: str | None = None,
+        before: str | None = None,
+        filter: dict[str, Any] | None = None,
+        limit: int | None = None,
+    ) -> Iterator[StoredCheckpoint]:
+        """The checkpoints of a thread (every thread of the scope when None), newest
+        first: of one namespace or all, only ``checkpoint_id``, only those older than
+        ``before``, whose metadata has every key of ``filter`` equal to its value, at
+        most ``limit``. Read ``PAGE`` at a time, one indexed query each.
+
+        Raises:
+            ValidationError: a filter that is not a dict of JSON values, a bad limit.
+        """
+        if filter is not None:
+            if type(filter) is not dict:
+                raise ValidationError("filter must be a dict of JSON values", path="filter")
+            check_json(filter, path="filter", limits=self._scope_limits())
+        left = None if limit is None else bounded_int(limit, "limit")
+        position: _Position | None = None
+        while left is None or left > 0:
+            page, position = self._page(
+                thread_id,
+                checkpoint_ns=checkpoint_ns,
+                checkpoint_id=checkpoint_id,
+                before=before,
+                filter=filter,
+                limit=PAGE if left is None else min(left, PAGE),
+                after=position,
+            )
+            yield from page
+            if left is not None:
+                left -= len(page)
+            if position is None:
+                return
+
+    def _scope_limits(self) -> Any:
+        return self._scope.settings.limits  # type: ignore[attr-defined]
+
+    @operation(writes=False)
+    def _page(
+        self,
+        thread_id: str | None,
+        *,
+        checkpoint_ns: str | None,
+        checkpoint_id: str | None,
+        before: str | None,
+        filter: dict[str, Any] | None,
+        limit: int,
+        after: _Position | None,
+    ) -> tuple[builtins.list[StoredCheckpoint], _Position | None]:
+        """Up to ``limit`` matching checkpoints after ``after``, and where to go on from
+        (None at the end)."""
+        query = self._select()
+        conditions: builtins.list[ColumnElement[bool]] = []
+        if thread_id is not None:
+            conditions.append(self._by_key(thread_id))
+        else:
+            conditions.append(self._in_scope())
+        if checkpoint_ns is not None:
+            conditions.append(CHECKPOINTS.c.checkpoint_ns == _namespace(checkpoint_ns))
+        if checkpoint_id is not None:
+            conditions.append(CHECKPOINTS.c.checkpoint_id == _checkpoint_id(checkpoint_id))
+        if before is not None:
+            conditions.append(CHECKPOINTS.c.checkpoint_id < _checkpoint_id(before, "before"))
+        exact = True
+        for key, value in (filter or {}).items():
+            condition = json_key_equals(self._session, CHECKPOINTS.c.metadata, key, value)
+            if condition is None:
+                exact = False
+            else:
+                conditions.append(condition)
+        order = (CHECKPOINTS.c.checkpoint_id, CHECKPOINTS.c.checkpoint_ns, SESSIONS.c.id)
+        if after is not None:
+            conditions.append(
+                tuple_(*order) < tuple_(after.checkpoint_id, after.checkpoint_ns, after.session_id)
+            )
+        size = limit if exact else PAGE
+        query = query.where(*conditions).order_by(*(column.desc() for column in order))
+        rows = self._session.execute(query.limit(size)).all()
+        if len(rows) < size:
+            position = None
+        else:
+            last = rows[-1]
+            position = _Position(last.checkpoint_id, last.checkpoint_ns, last.session_id)
+        if not exact:
+            rows = [row for row in rows if _matches(self._metadata(row), filter or {})]
+            rows = rows[:limit]
+            if len(rows) == limit:
+                last = rows[-1]
+                position = _Position(last.checkpoint_id, last.checkpoint_ns, last.session_id)
+        return self._assemble(rows), position
+
+    def _in_scope(self) -> ColumnElement[bool]:
+        app = (
+            SESSIONS.c.app_name.is_(None)
+            if self.app_name is None
+            else SESSIONS.c.app_name == self.app_name
+        )
+        user = (
+            SESSIONS.c.user_id.is_(None)
+            if self.user_id is None
+            else SESSIONS.c.user_id == self.user_id
+        )
+        return and_(app, user, SESSIONS.c.external_key.is_not(None))
+
+    def _select(self) -> Any:
+        return _ROW
+
+    def _metadata(self, row: Any) -> dict[str, Any]:
+        value = row.metadata
+        if isinstance(value, str):
+            value = decode_json(
+                value,
+                table=CHECKPOINTS.name,
+                key=(row.session_id, row.checkpoint_ns, row.checkpoint_id),
+                column="metadata",
+            )
+        return cast(dict[str, Any], value)
+
+    def _assemble(self, rows: Sequence[Any]) -> builtins.list[StoredCheckpoint]:
+        """The checkpoints of ``rows`` with their channel values and writes: one query
+        for the values of all of them, one for their writes."""
+        if not rows:
+            return []
+        if len(rows) == 1:
+            values, writes = self._parts_of_one(rows[0])
+        else:
+            values, writes = self._values(rows), self._writes(rows)
+        result = []
+        for row in rows:
+            versions = row.channel_versions
+            if isinstance(versions, str):
+                versions = decode_json(
+                    versions, table=CHECKPOINTS.name, key=row.checkpoint_id, column="versions"
+                )
+            place = (row.session_id, row.checkpoint_ns)
+            channel_values = {}
+            for channel, version in versions.items():
+                found = values.get((*place, channel, version))
+                if found is not None:
+                    channel_values[channel] = found
+            result.append(
+                StoredCheckpoint(
+                    thread_id=row.thread_id,
+                    checkpoint_ns=row.checkpoint_ns,
+                    checkpoint_id=row.checkpoint_id,
+                    parent_checkpoint_id=row.parent_checkpoint_id,
+                    checkpoint=(row.type, bytes(row.checkpoint)),
+                    metadata=self._metadata(row),
+                    channel_values=channel_values,
+                    pending_writes=writes.get((*place, row.checkpoint_id), []),
+                )
+            )
+        return result
+
+    def _parts_of_one(
+        self, row: Any
+    ) -> tuple[
+        dict[tuple[str, str, str, str], Typed],
+        dict[tuple[str, str, str], builtins.list[StoredWrite]],
+    ]:
+        versions = row.channel_versions
+        if isinstance(versions, str):
+            versions = decode_json(
+                versions, table=CHECKPOINTS.name, key=row.checkpoint_id, column="versions"
+            )
+        place = (row.session_id, row.checkpoint_ns)
+        params = {
+            "session_id": row.session_id,
+            "ns": row.checkpoint_ns,
+            "id": row.checkpoint_id,
+            "pairs": sorted(versions.items()),
+        }
+        values: dict[tuple[str, str, str, str], Typed] = {}
+        writes: builtins.list[StoredWrite] = []
+        for part in self._connection().execute(_PARTS_OF_ONE, params):
+            if part.part == "value":
+                values[(*place, part.channel, part.name)] = (part.type, bytes(part.blob))
+            else:
+                writes.append(
+                    StoredWrite(
+                        task_id=part.name,
+                        channel=part.channel,
+                        value=(part.type, bytes(part.blob)),
+                        task_path=part.task_path,
+                        idx=part.idx,
+                    )
+                )
+        writes.sort(key=lambda write: (write.task_path, write.task_id, write.idx))
+        return values, {(*place, row.checkpoint_id): writes}
+
+    def _values(self, rows: Sequence[Any]) -> dict[tuple[str, str, str, str], Typed]:
+        wanted: set[tuple[str, str, str, str]] = set()
+        for row in rows:
+            versions = row.channel_versions
+            if isinstance(versions, str):
+                versions = decode_json(
+                    versions, table=CHECKPOINTS.name, key=row.checkpoint_id, column="versions"
+                )
+            wanted.update(
+                (row.session_id, row.checkpoint_ns, channel, version)
+                for channel, version in versions.items()
+            )
+        if not wanted:
+            return {}
+        by_place: dict[tuple[str, str], builtins.list[tuple[str, str]]] = {}
+        for session_id, ns, channel, version in wanted:
+            by_place.setdefault((session_id, ns), []).append((channel, version))
+        found: dict[tuple[str, str, str, str], Typed] = {}
+        for (session_id, ns), pairs in by_place.items():
+            params = {"session_id": session_id, "ns": ns, "pairs": sorted(pairs)}
+            for row in self._connection().execute(_VALUES, params):
+                found[(session_id, ns, row.channel, row.version)] = (row.type, bytes(row.blob))
+        return found
+
+    def _writes(
+        self, rows: Sequence[Any]
+    ) -> dict[tuple[str, str, str], builtins.list[StoredWrite]]:
+        keys = sorted({(row.session_id, row.checkpoint_ns, row.checkpoint_id) for row in rows})
+        found: dict[tuple[str, str, str], builtins.list[StoredWrite]] = {}
+        if len(keys) == 1:
+            (key,) = keys
+            params = {"session_id": key[0], "ns": key[1], "id": key[2]}
+            stored = [(key, row) for row in self._connection().execute(_WRITES_OF, params)]
+        else:
+            condition = tuple_(
+                WRITES.c.session_id, WRITES.c.checkpoint_ns, WRITES.c.checkpoint_id
+            ).in_(keys)
+            every = select(
+                WRITES.c.session_id,
+                WRITES.c.checkpoint_ns,
+                WRITES.c.checkpoint_id,
+                *_WRITES_OF.selected_columns,
+            ).where(condition)
+            stored = [
+                ((row.session_id, row.checkpoint_ns, row.checkpoint_id), row)
+                for row in self._connection().execute(every)
+            ]
+        for key, row in stored:
+            found.setdefault(key, []).append(
+                StoredWrite(
+                    task_id=row.task_id,
+                    channel=row.channel,
+                    value=(row.type, bytes(row.blob)),
+                    task_path=row.task_path,
+                    idx=row.idx,
+                )
+            )
+        for writes in found.values():
+            writes.sort(key=lambda write: (write.task_path, write.task_id, write.idx))
+        return found
+
+    # -- removing and copying ----------------------------------------------------------
+
+    @operation(writes=True)
+    def delete_thread(self, thread_id: str) -> bool:
+        """Delete the thread: its session, with every namespace, checkpoint, value and
+        write (and the session's messages, steps...); whether there was one."""
+        digest, key = self._key(thread_id)
+        statement = delete(SESSIONS).where(
+            SESSIONS.c.external_key_hash == digest, SESSIONS.c.external_key == key
+        )
+        return bool(self._session.execute(statement).rowcount)  # type: ignore[attr-defined]
+
+    @operation(writes=True)
+    def delete_for_runs(self, run_ids: Sequence[str]) -> int:
+        """Delete the checkpoints written by the runs ``run_ids`` (in every thread of any
+        scope), their writes, and the channel values no checkpoint uses any more;
+        returns how many checkpoints went."""
+        ids = [checked_text(run_id, "run_id", max_length=255) for run_id in run_ids]
+        if not ids:
+            return 0
+        found = self._session.execute(
+            select(
+                CHECKPOINTS.c.session_id, CHECKPOINTS.c.checkpoint_ns, CHECKPOINTS.c.checkpoint_id
+            ).where(CHECKPOINTS.c.run_id.in_(ids))
+        ).all()
+        by_place: dict[tuple[str, str], builtins.list[str]] = {}
+        for row in found:
+            by_place.setdefault((row.session_id, row.checkpoint_ns), []).append(row.checkpoint_id)
+        for (session_id, ns), checkpoint_ids in sorted(by_place.items()):
+            for table in (WRITES, CHECKPOINTS):
+                self._session.execute(
+                    delete(table).where(
+                        table.c.session_id == session_id,
+                        table.c.checkpoint_ns == ns,
+                        table.c.checkpoint_id.in_(checkpoint_ids),
+                    )
+                )
+            self._collect_values(session_id, ns)
+        return len(found)
+
+    @operation(writes=True)
+    def prune(self, thread_ids: Sequence[str], *, strategy: PruneStrategy = "keep_latest") -> int:
+        """Delete the older checkpoints of the threads ``thread_ids`` (``keep_latest``:
+        the newest of each namespace stays, with its writes and values) or all of them
+        (``delete``; the threads' sessions stay); returns how many checkpoints went.
+
+        Raises:
+            ValidationError: an unknown strategy.
+        """
+        if strategy not in ("keep_latest", "delete"):
+            raise ValidationError(
+                f"strategy must be 'keep_latest' or 'delete', got {strategy!r}", path="strategy"
+            )
+        removed = 0
+        for thread_id in thread_ids:
+            session_id = self._session_of(thread_id)
+            if session_id is None:
+                continue
+            newest = self._session.execute(
+                select(CHECKPOINTS.c.checkpoint_ns, func.max(CHECKPOINTS.c.checkpoint_id))
+                .where(CHECKPOINTS.c.session_id == session_id)
+                .group_by(CHECKPOINTS.c.checkpoint_ns)
+            ).all()
+            for ns, latest in newest:
+                removed += self._prune_namespace(
+                    session_id, ns, None if strategy == "delete" else latest
+                )
+        return removed
+
+    def _prune_namespace(self, session_id: str, ns: str, keep: str | None) -> int:
+        removed = 0
+        for table in (WRITES, CHECKPOINTS):
+            statement = delete(table).where(
+                table.c.session_id == session_id, table.c.checkpoint_ns == ns
+            )
+            if keep is not None:
+                statement = statement.where(table.c.checkpoint_id != keep)
+            result = self._session.execute(statement)
+            if table is CHECKPOINTS:
+                removed = int(result.rowcount)  # type: ignore[attr-defined]
+        self._collect_values(session_id, ns)
+        return removed
+
+    def _collect_values(self, session_id: str, ns: str) -> None:
+        """Delete the namespace's channel values that no stored checkpoint uses."""
+        used: set[tuple[str, str]] = set()
+        query = select(CHECKPOINTS.c.checkpoint_id, CHECKPOINTS.c.channel_versions).where(
+            CHECKPOINTS.c.session_id == session_id, CHECKPOINTS.c.checkpoint_ns == ns
+        )
+        for row in self._session.execute(query):
+            versions = row.channel_versions
+            if isinstance(versions, str):
+                versions = decode_json(
+                    versions, table=CHECKPOINTS.name, key=row.checkpoint_id, column="versions"
+                )
+            used.update(versions.items())
+        stored = self._session.execute(
+            select(BLOBS.c.channel, BLOBS.c.version).where(
+                BLOBS.c.session_id == session_id, BLOBS.c.checkpoint_ns == ns
+            )
+        ).all()
+        unused = [
+            (row.channel, row.version) for row in stored if (row.channel, row.version) not in used
+        ]
+        for start in range(0, len(unused), 500):
+            self._session.execute(
+                delete(BLOBS).where(
+                    BLOBS.c.session_id == session_id,
+                    BLOBS.c.checkpoint_ns == ns,
+                    tuple_(BLOBS.c.channel, BLOBS.c.version).in_(unused[start : start + 500]),
+                )
+            )
+
+    @operation(writes=True)
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> int:
+        """Copy every checkpoint, value and write of one thread to another (created if
+        need be); returns how many checkpoints were copied (0 for an unknown source).
+
+        Raises:
+            ConflictError: reason ``exists`` when the target already holds one of the
+                source's checkpoints; nothing is copied.
+        """
+        source = self._session_of(source_thread_id)
+        self._key(target_thread_id)
+        if source is None:
+            return 0
+        target = self._thread_session(target_thread_id)
+        if target == source:
+            return 0
+        copied = 0
+        with duplicate_as(
+            lambda: ConflictError(
+                f"thread {target_thread_id!r} already holds checkpoints of "
+                f"{source_thread_id!r}: nothing was copied",
+                reason="exists",
+            )
+        ):
+            for table in (CHECKPOINTS, BLOBS, WRITES):
+                columns = [column for column in table.c if column.name != "session_id"]
+                rows = select(literal(target).label("session_id"), *columns).where(
+                    table.c.session_id == source
+                )
+                names = ["session_id", *(column.name for column in columns)]
+                result = self._session.execute(table.insert().from_select(names, rows))
+                if table is CHECKPOINTS:
+                    copied = int(result.rowcount)  # type: ignore[attr-defined]
+        return copied
+
+
+def _matches(metadata: dict[str, Any], filter: dict[str, Any]) -> bool:
+    return all(key in metadata and metadata[key] == value for key, value in filter.items())
+
+
+class AsyncLangGraphRepository:
+    """LangGraph checkpoints on the async API: each call is handed to the sync
+    ``LangGraphRepository`` in one greenlet hop (a transaction of its own)."""
+
+    def __init__(self, proxied: LangGraphRepository) -> None:
+        self._proxied = proxied
+
+    # --- async proxies of LangGraphRepository via _proxied ---
+    # (generated by tools/generate_async.py; do not edit by hand)
+    async def put(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        *,
+        parent_checkpoint_id: str | None,
+        checkpoint: Typed,
+        channel_versions: dict[str, str],
+        metadata: dict[str, Any],
+        blobs: Sequence[tuple[str, str, Typed | None]],
+    ) -> None:
+        """Store a checkpoint, and the values of the channels it changed (``blobs``:
+        channel, version, value or None for a channel without one). Putting the same
+        checkpoint id again replaces it; a channel value already stored at its version
+        is kept.
+
+        Raises:
+            ValidationError: a thread id, namespace, id, channel or version over its
+                limit, metadata that is not JSON, or a checkpoint larger than
+                ``Limits.max_checkpoint_bytes``; nothing is stored.
+        """
+        return await spawn(
+            self._proxied.put,
+            thread_id,
+            checkpoint_ns,
+            checkpoint_id,
+            parent_checkpoint_id=parent_checkpoint_id,
+            checkpoint=checkpoint,
+            channel_versions=channel_versions,
+            metadata=metadata,
+            blobs=blobs,
+        )
+
+    async def put_writes(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        task_id: str,
+        writes: Sequence[tuple[int, str, Typed]],
+        *,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's pending writes on a checkpoint (each: index, channel, value).
+        A regular write (index >= 0) already stored is kept as it is; a special one
+        (negative index: error, interrupt, resume...) replaces the stored one.
+
+        Raises:
+            ValidationError: an id, namespace or channel over its limit, or writes
+                larger than ``Limits.max_checkpoint_bytes``; nothing is stored.
+        """
+        return await spawn(
+            self._proxied.put_writes,
+            thread_id,
+            checkpoint_ns,
+            checkpoint_id,
+            task_id,
+            writes,
+            task_path=task_path,
+        )
+
+    async def get(
+        self, thread_id: str, checkpoint_ns: str, checkpoint_id: str | None = None
+    ) -> StoredCheckpoint | None:
+        """The checkpoint ``checkpoint_id`` of the thread's namespace, or its newest when
+        None; None when there is none. Three indexed queries, whatever the thread's
+        length."""
+        return await spawn(self._proxied.get, thread_id, checkpoint_ns, checkpoint_id)
+
+    async def list(
+        self,
+        thread_id: str | None,
+        *,
+        checkpoint_ns: str | None = None,
+        checkpoint_id: str | None = None,
+        before: str | None = None,
+        filter: dict[str, Any] | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[StoredCheckpoint]:
+        """The checkpoints of a thread (every thread of the scope when None), newest
+        first: of one namespace or all, only ``checkpoint_id``, only those older than
+        ``before``, whose metadata has every key of ``filter`` equal to its value, at
+        most ``limit``. Read ``PAGE`` at a time, one indexed query each.
+
+        Raises:
+            ValidationError: a filter that is not a dict of JSON values, a bad limit.
+        """
+        async for item in async_iterate(
+            self._proxied.list(
+                thread_id,
+                checkpoint_ns=checkpoint_ns,
+                checkpoint_id=checkpoint_id,
+                before=before,
+                filter=filter,
+                limit=limit,
+            )
+        ):
+            yield item
+
+    async def delete_thread(self, thread_id: str) -> bool:
+        """Delete the thread: its session, with every namespace, checkpoint, value and
+        write (and the session's messages, steps...); whether there was one."""
+        return await spawn(self._proxied.delete_thread, thread_id)
+
+    async def delete_for_runs(self, run_ids: Sequence[str]) -> int:
+        """Delete the checkpoints written by the runs ``run_ids`` (in every thread of any
+        scope), their writes, and the channel values no checkpoint uses any more;
+        returns how many checkpoints went."""
+        return await spawn(self._proxied.delete_for_runs, run_ids)
+
+    async def prune(
+        self, thread_ids: Sequence[str], *, strategy: PruneStrategy = "keep_latest"
+    ) -> int:
+        """Delete the older checkpoints of the threads ``thread_ids`` (``keep_latest``:
+        the newest of each namespace stays, with its writes and values) or all of them
+        (``delete``; the threads' sessions stay); returns how many checkpoints went.
+
+        Raises:
+            ValidationError: an unknown strategy.
+        """
+        return await spawn(self._proxied.prune, thread_ids, strategy=strategy)
+
+    async def copy_thread(self, source_thread_id: str, target_thread_id: str) -> int:
+        """Copy every checkpoint, value and write of one thread to another (created if
+        need be); returns how many checkpoints were copied (0 for an unknown source).
+
+        Raises:
+            ConflictError: reason ``exists`` when the target already holds one of the
+                source's checkpoints; nothing is copied.
+        """
+        return await spawn(self._proxied.copy_thread, source_thread_id, target_thread_id)
+
+    # --- end of async proxies ---
+
+
+__all__ = [
+    "AsyncLangGraphRepository",
+    "LangGraphRepository",
+    "PruneStrategy",
+    "StoredCheckpoint",
+    "StoredWrite",
+    "Typed",
+]

@@ -1,0 +1,376 @@
+"""What each page shows, read from an ``AsyncLedger`` and shaped as plain data: the
+templates render it as HTML, the JSON answers are the same data (no web framework here).
+
+Each page is a bounded number of indexed queries:
+
+- sessions: one query, a keyset page of the ``updated_at`` index (per app, user or
+  status when filtered) with ``limit + 1`` rows; the framework filter (an id prefix)
+  and the search (title or opening message) are conditions on that walk, so a rare
+  one reads much of the index, or PostgreSQL scans the table and sorts the matches;
+- one session: one read-only transaction of eight queries: the session row by primary
+  key, its last messages, last steps, newest checkpoints (each on ``(session_id, seq)``),
+  the latest checkpoint's payload (by the same index), its active grants, and its app
+  and user state by primary key; ``?after=`` reads a
+  window of messages instead of the last ones (the same index);
+- usage: three grouped range scans of the steps' ``(started_at, model)`` index (per
+  day, per model, per user, the last joined to the sessions by primary key).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from ..clock import system_clock
+from ..integrations import FRAMEWORKS, Framework, framework_id_prefix, framework_of
+from ..ledger import AsyncLedger
+from ..records import Checkpoint, CheckpointInfo, Message, Step, TokenUsage, UsageGroup
+
+PAGE_SIZES = (25, 50, 100, 200)
+"""The page sizes the sessions page offers (the first is the default)."""
+MESSAGES_SHOWN = 100
+"""Messages of a conversation shown at once (the last ones, or a window)."""
+STEPS_SHOWN = 50
+CHECKPOINTS_SHOWN = 200
+USAGE_PERIODS = (1, 7, 30, 90, 365)
+"""The periods (in days, ending now) the usage page offers."""
+_ZERO = TokenUsage()
+_INDENT_BELOW = 200
+"""JSON text shorter than this is shown indented (see ``as_json``)."""
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+class BadRequest(ValueError):
+    """A query parameter the page cannot use; its message names the parameter."""
+
+
+def visible(text: str) -> str:
+    """``text`` with control characters (terminal escape sequences, bidirectional
+    overrides) shown as ``\\xNN`` / ``\\uNNNN`` escapes, never interpreted; newlines and
+    tabs stay. HTML escaping is the templates' job, on top of this."""
+    return _CONTROL.sub(lambda m: json.dumps(m.group())[1:-1], text)
+
+
+def as_json(value: Any) -> str:
+    """A stored JSON value as text, for display: indented when small; one line
+    (wrapped by the page) when larger, as json's C encoder writes only that, and a
+    page shows hundreds of these."""
+    text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    if len(text) <= _INDENT_BELOW:
+        return json.dumps(value, ensure_ascii=False, indent=2)
+    return text
+
+
+# --- sessions ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SessionFilters:
+    """The sessions page's query: filters, search text, page size and cursor."""
+
+    app: str | None = None
+    user: str | None = None
+    status: str | None = None
+    framework: Framework | None = None
+    q: str | None = None
+    limit: int = PAGE_SIZES[0]
+    cursor: str | None = None
+
+    @classmethod
+    def parse(cls, params: dict[str, str]) -> SessionFilters:
+        """The filters in query parameters (empty ones ignored); BadRequest for a
+        framework or limit the page does not know."""
+        given = {name: value for name, value in params.items() if value != ""}
+        framework = given.get("framework")
+        if framework is not None and framework not in FRAMEWORKS:
+            raise BadRequest(f"framework: choose one of {', '.join(FRAMEWORKS)}")
+        try:
+            limit = int(given.get("limit", PAGE_SIZES[0]))
+        except ValueError:
+            raise BadRequest("limit: a number of sessions, 1 to 1000") from None
+        return cls(
+            app=given.get("app"),
+            user=given.get("user"),
+            status=given.get("status"),
+            framework=framework,
+            q=given.get("q"),
+            limit=limit,
+            cursor=given.get("cursor"),
+        )
+
+    def query(self, **changes: Any) -> dict[str, str]:
+        """These filters as query parameters (without empty ones), with ``changes``."""
+        values = {
+            "app": self.app,
+            "user": self.user,
+            "status": self.status,
+            "framework": self.framework,
+            "q": self.q,
+            "limit": None if self.limit == PAGE_SIZES[0] else str(self.limit),
+            "cursor": self.cursor,
+        }
+        values.update(changes)
+        return {name: value for name, value in values.items() if value is not None}
+
+
+async def sessions_page(ledger: AsyncLedger, filters: SessionFilters) -> dict[str, Any]:
+    """One keyset page of sessions, most recent activity first."""
+    page = await ledger.sessions.list(
+        app_name=filters.app,
+        user_id=filters.user,
+        status=filters.status,
+        id_prefix=framework_id_prefix(filters.framework) if filters.framework else None,
+        search=filters.q,
+        limit=filters.limit,
+        cursor=filters.cursor,
+    )
+    items = [
+        {**item.model_dump(mode="json"), "framework": framework_of(item.id)} for item in page.items
+    ]
+    return {
+        "filters": filters.query(cursor=None),
+        "sessions": items,
+        "next_cursor": page.next_cursor,
+    }
+
+
+# --- one session ------------------------------------------------------------------------
+
+
+async def session_page(ledger: AsyncLedger, id: str, *, after: int | None = None) -> dict[str, Any]:
+    """Session ``id``: the conversation (its last messages, or the window after seq
+    ``after``), steps, grants, the checkpoint tree, app and user state, read in one
+    read-only transaction."""
+    async with ledger.unit_of_work(readonly=True) as uow:
+        view = await uow.sessions.overview(
+            id,
+            messages=MESSAGES_SHOWN if after is None else 0,
+            steps=STEPS_SHOWN,
+            checkpoints=CHECKPOINTS_SHOWN,
+        )
+        messages = (
+            view.messages
+            if after is None
+            else await uow.messages.window(id, after_seq=after, limit=MESSAGES_SHOWN)
+        )
+        record = view.session
+        latest = await uow.checkpoints.latest(id) if record.latest_checkpoint_ref else None
+        app_state = await uow.app_state.get(record.app_name) if record.app_name else None
+        user_state = (
+            await uow.user_state.get(record.app_name, record.user_id)
+            if record.app_name and record.user_id
+            else None
+        )
+    session = record.model_dump(mode="json")
+    session["framework"] = framework_of(record.id)
+    return {
+        "session": session,
+        "messages": [message_view(message) for message in messages],
+        "earlier": _earlier(messages),
+        "later": messages[-1].seq if messages and messages[-1].seq < record.message_seq else None,
+        "steps": timeline(view.steps),
+        "grants": [grant.model_dump(mode="json") for grant in view.grants],
+        "checkpoints": checkpoint_tree(view.checkpoints, latest=record.latest_checkpoint_ref),
+        "paused": paused_at(latest) if latest else None,
+        "app_state": app_state.model_dump(mode="json") if app_state else None,
+        "user_state": user_state.model_dump(mode="json") if user_state else None,
+    }
+
+
+def paused_at(checkpoint: Checkpoint) -> dict[str, Any]:
+    """Where the run of the latest checkpoint stands: the tool calls it waits on (and
+    whether an interrupt holds each), who raised each interrupt, the pending interrupts
+    and the size of the context window it resumes with."""
+    payload = checkpoint.payload
+    return {
+        "ref": checkpoint.ref,
+        "seq": checkpoint.seq,
+        "created_at": checkpoint.created_at.isoformat(),
+        "pending_tool_calls": [
+            {"id": call_id, **pending.model_dump(mode="json")}
+            for call_id, pending in payload.pending_tool_calls.items()
+        ],
+        "interrupt_requesters": payload.interrupt_requesters,
+        "pending_interrupts": payload.pending_interrupts,
+        "context_messages": len(payload.context_window),
+    }
+
+
+def _earlier(messages: list[Message]) -> int | None:
+    """The ``after`` of the window before ``messages``, None at the start."""
+    if not messages or messages[0].seq <= 1:
+        return None
+    return max(0, messages[0].seq - 1 - MESSAGES_SHOWN)
+
+
+_TOOL_KEYS = ("tool_calls", "function_call", "functionCall", "function_response")
+_TOOL_TYPES = {"function_call", "tool_call", "function_call_output", "tool_result", "tool_use"}
+
+
+def message_view(message: Message) -> dict[str, Any]:
+    """A message as the page shows it: the record, its text and the tool calls in it
+    (folded on the page). Frameworks shape content differently (a string;
+    ``{"text": ...}``; OpenAI items with a ``type``; ADK's ``parts``), so text and tool
+    calls are looked for, and the whole content is always there too."""
+    text, calls = _text_and_calls(message.content)
+    return {**message.model_dump(mode="json"), "text": text, "tool_calls": calls}
+
+
+def _text_and_calls(content: Any) -> tuple[str, list[Any]]:
+    if isinstance(content, str):
+        return content, []
+    texts: list[str] = []
+    calls: list[Any] = []
+    _collect(content, texts, calls, depth=0)
+    return "\n".join(texts), calls
+
+
+def _collect(value: Any, texts: list[str], calls: list[Any], *, depth: int) -> None:
+    """Texts and tool calls found in ``value``, outermost first (a few levels deep)."""
+    if depth > 4:
+        return
+    if isinstance(value, list):
+        for item in value:
+            _collect(item, texts, calls, depth=depth + 1)
+        return
+    if not isinstance(value, dict):
+        return
+    if value.get("type") in _TOOL_TYPES:
+        calls.append(value)
+        return
+    for key in ("text", "content", "output_text"):
+        if isinstance(value.get(key), str):
+            texts.append(value[key])
+    for key in _TOOL_KEYS:
+        if value.get(key):
+            found = value[key]
+            calls.extend(found if isinstance(found, list) else [found])
+    for key in ("content", "parts"):
+        if isinstance(value.get(key), list | dict):
+            _collect(value[key], texts, calls, depth=depth + 1)
+
+
+def timeline(steps: list[Step]) -> dict[str, Any]:
+    """The steps as a timeline: each with its offset and duration as fractions of the
+    span from the first start to the last end (for the bars), model and tokens."""
+    if not steps:
+        return {"span_seconds": 0.0, "items": []}
+    start = min(step.started_at for step in steps)
+    end = max(step.ended_at or step.started_at for step in steps)
+    span = max((end - start).total_seconds(), 1e-6)
+    items = []
+    for step in steps:
+        took = (step.ended_at - step.started_at).total_seconds() if step.ended_at else None
+        items.append(
+            {
+                **step.model_dump(mode="json"),
+                "duration_seconds": took,
+                "offset": (step.started_at - start).total_seconds() / span,
+                "width": (took or 0.0) / span,
+            }
+        )
+    return {"span_seconds": span, "items": items}
+
+
+def checkpoint_tree(checkpoints: list[CheckpointInfo], *, latest: str | None) -> dict[str, Any]:
+    """The checkpoints as a tree by ``parent_ref``, oldest first, in branches: a branch
+    is a chain of checkpoints each the parent of the next, down to one with no child or
+    with several (a fork, whose ``branches`` follow). Chains stay flat, so a run saved
+    200 times is one list, not 200 levels. A checkpoint whose parent is not among those
+    read (older, expired, pruned) starts a branch of the top level, ``parent_missing``."""
+    known = {info.ref for info in checkpoints}
+    children: dict[str | None, list[CheckpointInfo]] = {}
+    for info in sorted(checkpoints, key=lambda item: item.seq):
+        parent = info.parent_ref if info.parent_ref in known else None
+        children.setdefault(parent, []).append(info)
+
+    def branch(start: CheckpointInfo) -> list[dict[str, Any]]:
+        chain, info = [], start
+        while True:
+            below = children.get(info.ref, [])
+            chain.append(
+                {
+                    **info.model_dump(mode="json"),
+                    "latest": info.ref == latest,
+                    "fork": len(below) > 1,
+                    "parent_missing": info.parent_ref is not None and info.parent_ref not in known,
+                    "branches": [branch(child) for child in below] if len(below) > 1 else [],
+                }
+            )
+            if len(below) != 1:
+                return chain
+            info = below[0]
+
+    return {
+        "latest": latest,
+        "count": len(checkpoints),
+        "branches": [branch(info) for info in children.get(None, [])],
+    }
+
+
+# --- usage --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UsagePeriod:
+    """The usage page's period: the last ``days`` days up to now, of one user if given."""
+
+    days: int = 30
+    user: str | None = None
+    until: datetime = field(default_factory=system_clock)
+
+    @classmethod
+    def parse(cls, params: dict[str, str], now: datetime) -> UsagePeriod:
+        """The period in query parameters; BadRequest for one the page does not offer."""
+        try:
+            days = int(params.get("days") or 30)
+        except ValueError:
+            days = 0
+        if days not in USAGE_PERIODS:
+            raise BadRequest(f"days: choose one of {', '.join(map(str, USAGE_PERIODS))}")
+        return cls(days=days, user=params.get("user") or None, until=now)
+
+    @property
+    def since(self) -> datetime:
+        """The start of the period: midnight UTC, ``days - 1`` days before today."""
+        today = self.until.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        return today - timedelta(days=self.days - 1)
+
+
+async def usage_page(ledger: AsyncLedger, period: UsagePeriod) -> dict[str, Any]:
+    """Tokens per day (every day of the period, empty ones included), per model and per
+    user, with the bars' lengths as fractions of the largest."""
+    since, until, user = period.since, period.until, period.user
+    # Three scans of the same range, each its own read: run side by side.
+    days, models, users = await asyncio.gather(
+        ledger.steps.usage_by("day", since=since, until=until, user_id=user),
+        ledger.steps.usage_by("model", since=since, until=until, user_id=user, limit=20),
+        ledger.steps.usage_by("user", since=since, until=until, user_id=user, limit=20),
+    )
+    by_day = {group.key: group for group in days}
+    every_day = [(period.since + timedelta(days=n)).date().isoformat() for n in range(period.days)]
+    filled = [by_day.get(day) or UsageGroup(key=day, steps=0, usage=_ZERO) for day in every_day]
+    return {
+        "period": {
+            "days": period.days,
+            "user": period.user,
+            "since": period.since.isoformat(),
+            "until": period.until.isoformat(),
+        },
+        "total_tokens": sum(group.usage.total_tokens for group in days),
+        "per_day": _bars(filled),
+        "per_model": _bars(models),
+        "per_user": _bars(users),
+    }
+
+
+def _bars(groups: list[UsageGroup]) -> list[dict[str, Any]]:
+    top = max((group.usage.total_tokens for group in groups), default=0) or 1
+    return [
+        {**group.model_dump(mode="json"), "fraction": group.usage.total_tokens / top}
+        for group in groups
+    ]

@@ -1,0 +1,1 @@
+"""The Google ADK session service: its contract, a Runner, processes."""

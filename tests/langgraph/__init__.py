@@ -1,0 +1,1 @@
+"""The LangGraph checkpointer: conformance suite, real graphs, bad input."""

@@ -1,0 +1,109 @@
+"""The ``saver`` fixture: a LangGraph saver on every contract backend, through the sync
+``LedgerSaver`` where the backend has a sync driver and the ``AsyncLedgerSaver`` where
+it has an async one.
+
+Server databases are migrated once per run and emptied after each test; the in-memory
+backend gets a fresh private store per test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy.engine import URL, make_url
+
+from agentledger import AsyncLedger, Ledger
+from agentledger.integrations.langgraph import AsyncLedgerSaver, LedgerSaver
+
+from ..backends import BACKENDS, Backend
+from ..databases import empty_tables, migrated, server_url_or_skip
+
+_MARKS = {
+    "sqlite": pytest.mark.sqlite,
+    "postgresql": pytest.mark.postgresql,
+    "mysql": pytest.mark.mysql,
+}
+_migrated: dict[str, URL] = {}
+
+
+@dataclass
+class Saved:
+    """A saver under test and how to open another one on the same database."""
+
+    saver: LedgerSaver | AsyncLedgerSaver
+    mode: str
+    name: str
+    url: URL | None
+    """The database's URL for this mode (None for an in-memory store)."""
+    ledger: Any
+
+    def reopen_url(self) -> URL:
+        """The URL a second saver (or process) opens; skips for an in-memory store."""
+        if self.url is None:
+            pytest.skip("an in-memory store cannot be opened a second time")
+        return self.url
+
+
+def _params() -> list[Any]:
+    return [
+        pytest.param((backend, mode), id=f"{backend.name}-{mode}", marks=_MARKS[backend.dialect])
+        for backend in BACKENDS
+        if backend.contract
+        for mode in backend.modes
+    ]
+
+
+def _database(backend: Backend, tmp_path_factory: pytest.TempPathFactory) -> URL:
+    if backend.dialect not in _migrated:
+        if backend.dialect == "sqlite":
+            path: Path = tmp_path_factory.mktemp("langgraph") / "ledger.db"
+            url = make_url(f"sqlite+pysqlite:///{path}")
+        else:
+            url = server_url_or_skip(backend.dialect)
+        _migrated[backend.dialect] = migrated(url)
+    return _migrated[backend.dialect]
+
+
+def make_saver(mode: str, ledger: Any) -> LedgerSaver | AsyncLedgerSaver:
+    """The saver of ``mode`` on ``ledger``."""
+    return AsyncLedgerSaver(ledger) if mode == "async" else LedgerSaver(ledger)
+
+
+def make_ledger(mode: str, url: URL) -> Any:
+    """A ledger of ``mode`` at ``url``."""
+    return AsyncLedger(url) if mode == "async" else Ledger(url)
+
+
+async def close(ledger: Any) -> None:
+    """Close a ledger of either mode."""
+    if isinstance(ledger, AsyncLedger):
+        await ledger.close()
+    else:
+        ledger.close()
+
+
+@pytest.fixture(params=_params())
+async def saved(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Saved]:
+    backend, mode = request.param
+    name = f"{backend.name}-{mode}"
+    if backend.in_memory:
+        ledger: Any = AsyncLedger.in_memory() if mode == "async" else Ledger.in_memory()
+        try:
+            yield Saved(make_saver(mode, ledger), mode, name, None, ledger)
+        finally:
+            await close(ledger)
+        return
+    base = _database(backend, tmp_path_factory)
+    url = backend.url_for(base, mode)
+    ledger = make_ledger(mode, url)
+    try:
+        yield Saved(make_saver(mode, ledger), mode, name, url, ledger)
+    finally:
+        await close(ledger)
+        empty_tables(base)

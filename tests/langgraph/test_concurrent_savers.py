@@ -1,0 +1,101 @@
+"""Two savers writing one thread at once never lose an acknowledged checkpoint or write,
+and a fork from a stale parent is visible as two children of one parent."""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from langgraph.checkpoint.conformance.test_utils import (
+    generate_checkpoint,
+    generate_config,
+    generate_metadata,
+)
+
+from .conftest import Saved, close, make_ledger, make_saver
+
+PUTS = 12
+
+
+def _writer_sync(saver: Any, name: str) -> list[dict[str, Any]]:
+    stored = []
+    parent: dict[str, Any] | None = None
+    for step in range(PUTS):
+        config = generate_config("shared")
+        if parent is not None:
+            config["configurable"]["checkpoint_id"] = parent["configurable"]["checkpoint_id"]
+        values = {name: step}
+        checkpoint = generate_checkpoint(channel_values=values, channel_versions={name: step + 1})
+        parent = saver.put(config, checkpoint, generate_metadata(step=step), {name: step + 1})
+        saver.put_writes(parent, [(name, step)], f"task-{name}-{step}")
+        stored.append(parent)
+    return stored
+
+
+async def _writer_async(saver: Any, name: str) -> list[dict[str, Any]]:
+    stored = []
+    parent: dict[str, Any] | None = None
+    for step in range(PUTS):
+        config = generate_config("shared")
+        if parent is not None:
+            config["configurable"]["checkpoint_id"] = parent["configurable"]["checkpoint_id"]
+        values = {name: step}
+        checkpoint = generate_checkpoint(channel_values=values, channel_versions={name: step + 1})
+        parent = await saver.aput(
+            config, checkpoint, generate_metadata(step=step), {name: step + 1}
+        )
+        await saver.aput_writes(parent, [(name, step)], f"task-{name}-{step}")
+        stored.append(parent)
+    return stored
+
+
+async def test_two_savers_on_one_thread_keep_every_acknowledged_checkpoint_and_write(
+    saved: Saved,
+) -> None:
+    other_ledger = saved.ledger if saved.url is None else make_ledger(saved.mode, saved.url)
+    other = make_saver(saved.mode, other_ledger)
+    try:
+        if saved.mode == "async":
+            results = await asyncio.gather(
+                _writer_async(saved.saver, "a"), _writer_async(other, "b")
+            )
+        else:
+            with ThreadPoolExecutor(2) as pool:
+                futures = [
+                    pool.submit(_writer_sync, saver, name)
+                    for saver, name in ((saved.saver, "a"), (other, "b"))
+                ]
+                results = [future.result() for future in futures]
+    finally:
+        if other_ledger is not saved.ledger:
+            await close(other_ledger)
+
+    listed = [item async for item in saved.saver.alist(generate_config("shared"))]
+    ids = {item.config["configurable"]["checkpoint_id"] for item in listed}
+    acknowledged = {config["configurable"]["checkpoint_id"] for done in results for config in done}
+    assert ids == acknowledged and len(ids) == 2 * PUTS
+    writes = {write[0] for item in listed for write in item.pending_writes or []}
+    assert writes == {f"task-{name}-{step}" for name in "ab" for step in range(PUTS)}
+    parents = [
+        item.parent_config["configurable"]["checkpoint_id"] for item in listed if item.parent_config
+    ]
+    assert len(parents) == 2 * PUTS - 2  # each writer's first checkpoint has no parent
+
+
+async def test_a_put_from_a_stale_parent_is_stored_and_shows_as_a_fork(saved: Saved) -> None:
+    root = await saved.saver.aput(generate_config("t"), generate_checkpoint(), {}, {})
+    from_root = generate_config("t", checkpoint_id=root["configurable"]["checkpoint_id"])
+    first = await saved.saver.aput(from_root, generate_checkpoint(), generate_metadata(step=1), {})
+    stale = await saved.saver.aput(from_root, generate_checkpoint(), generate_metadata(step=1), {})
+
+    children = [
+        item.config["configurable"]["checkpoint_id"]
+        async for item in saved.saver.alist(generate_config("t"))
+        if item.parent_config is not None
+        and item.parent_config["configurable"]["checkpoint_id"]
+        == root["configurable"]["checkpoint_id"]
+    ]
+    assert sorted(children) == sorted(
+        [first["configurable"]["checkpoint_id"], stale["configurable"]["checkpoint_id"]]
+    )

@@ -1,0 +1,111 @@
+"""A LangGraph thread is an agentledger session: listed, deleted with every row, and
+carried by export, import and copy."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any
+
+from langgraph.checkpoint.conformance.test_utils import (
+    generate_checkpoint,
+    generate_config,
+    generate_metadata,
+)
+from sqlalchemy import func, select
+
+from agentledger import Ledger
+from agentledger.integrations import framework_of
+from agentledger.integrations.langgraph import LedgerSaver
+from agentledger.models import AgentLangGraphBlob, AgentLangGraphCheckpoint, AgentLangGraphWrite
+
+from .conftest import Saved
+
+TABLES = (AgentLangGraphCheckpoint, AgentLangGraphBlob, AgentLangGraphWrite)
+
+
+async def _call(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+async def _thread_with_writes(saved: Saved, thread_id: str) -> dict[str, Any]:
+    """Two checkpoints (one channel changed between them) and a pending write."""
+    saver = saved.saver
+    values = {"messages": ["hi"], "big": b"\x00\xff" * 1000}
+    first = await saver.aput(
+        generate_config(thread_id),
+        generate_checkpoint(channel_values=values, channel_versions={"messages": 1, "big": 1}),
+        generate_metadata(step=0),
+        {"messages": 1, "big": 1},
+    )
+    second_config = generate_config(thread_id, checkpoint_id=first["configurable"]["checkpoint_id"])
+    values = {"messages": ["hi", "there"], "big": b"\x00\xff" * 1000}
+    second = await saver.aput(
+        second_config,
+        generate_checkpoint(channel_values=values, channel_versions={"messages": 2, "big": 1}),
+        generate_metadata(step=1),
+        {"messages": 2},
+    )
+    await saver.aput_writes(second, [("messages", ["next"])], "task-1", "path")
+    return second
+
+
+def _counts(ledger: Ledger) -> list[int]:
+    with ledger.unit_of_work(readonly=True) as uow:
+        return [
+            uow.session.execute(select(func.count()).select_from(table)).scalar_one()
+            for table in TABLES
+        ]
+
+
+async def test_a_thread_is_a_langgraph_session_storing_unchanged_channels_once(
+    saved: Saved,
+) -> None:
+    await _thread_with_writes(saved, "thread-1")
+
+    page = await _call(saved.ledger.sessions.list(app_name="langgraph", include=["external_key"]))
+
+    (item,) = page.items
+    assert item.external_key == "thread-1" and framework_of(item.id) == "langgraph"
+    counts = await _call(saved.ledger.transfer.export_jsonl(Path("/dev/null")))
+    assert counts.rows["langgraph_checkpoints"] == 2
+    assert counts.rows["langgraph_blobs"] == 3  # messages twice, big once
+    assert counts.rows["langgraph_writes"] == 1
+
+
+async def test_deleting_the_session_deletes_every_row_of_the_thread(saved: Saved) -> None:
+    await _thread_with_writes(saved, "thread-1")
+    session = await _call(saved.ledger.sessions.get_by_key("thread-1", app_name="langgraph"))
+
+    await _call(saved.ledger.sessions.delete(session.id))
+
+    assert await saved.saver.aget_tuple(generate_config("thread-1")) is None
+    report = await _call(saved.ledger.transfer.export_jsonl(Path("/dev/null")))
+    assert [report.rows[f"langgraph_{kind}s"] for kind in ("checkpoint", "blob", "write")] == [
+        0,
+        0,
+        0,
+    ]
+
+
+async def test_export_and_import_carry_the_thread_to_another_database(
+    saved: Saved, tmp_path: Path
+) -> None:
+    latest = await _thread_with_writes(saved, "thread-1")
+    before = await saved.saver.aget_tuple(latest)
+    file = tmp_path / "export.jsonl"
+    await _call(saved.ledger.transfer.export_jsonl(file))
+
+    with Ledger(f"sqlite:///{tmp_path / 'target.db'}") as target:
+        target.upgrade()
+        imported = target.transfer.import_jsonl(file)
+        again = target.transfer.import_jsonl(file)
+        after = LedgerSaver(target).get_tuple(latest)
+        assert _counts(target) == [2, 3, 1]
+
+    assert imported.tables["langgraph_blobs"].inserted == 3
+    assert again.tables["langgraph_writes"].unchanged == 1
+    assert before is not None and after is not None
+    assert after.checkpoint == before.checkpoint
+    assert after.pending_writes == before.pending_writes == [("task-1", "messages", ["next"])]
+    assert after.parent_config == before.parent_config

@@ -1,0 +1,1 @@
+"""Tests of agentledger.integrations.openai_agents (the OpenAI Agents SDK session)."""
