@@ -22,8 +22,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agentledger import AgentCheckpoint, AgentMessage, AgentSession, AgentStep, AsyncLedger
 from agentledger import CheckpointPayload as Payload
+from agentledger._dialects import snapshot_read_options
 from agentledger.engine import WRITE_OPTION
 from agentledger.models.types import json_text
+from agentledger.repositories._session_row import RECORD_COLUMNS
 
 from .raw import RawConnection, from_db_time, loads, to_db_time
 from .seed import MESSAGE_TEXT
@@ -108,6 +110,14 @@ READ_LAST = (
     .order_by(M.c.seq.desc())
     .limit(bindparam("n"))
 )
+SESSION_RECORD = select(*RECORD_COLUMNS).where(S.c.id == bindparam("id"))
+_RECORD_NAMES = tuple(c.name for c in S.c if c.name != "external_key_hash")
+_USAGE_SUMS = (
+    func.coalesce(func.sum(ST.c.input_tokens), 0),
+    func.coalesce(func.sum(ST.c.output_tokens), 0),
+    func.coalesce(func.sum(ST.c.total_tokens), 0),
+)
+USAGE = select(*_USAGE_SUMS).where(ST.c.session_id == bindparam("id"))
 _SUMMARY = (
     S.c.id,
     S.c.title,
@@ -218,6 +228,13 @@ RAW_APPEND_INSERT = (
 RAW_READ_SESSION = (
     "SELECT revision, message_count, message_seq FROM agentledger_sessions WHERE id = ?"
 )
+RAW_READ_SESSION_RECORD = (
+    "SELECT " + ", ".join(_RECORD_NAMES) + " FROM agentledger_sessions WHERE id = ?"  # noqa: S608
+)
+RAW_USAGE = (
+    "SELECT COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), "
+    "COALESCE(SUM(total_tokens), 0) FROM agentledger_steps WHERE session_id = ?"
+)
 RAW_READ_ALL = (
     "SELECT seq, {role}, content, metadata, created_at FROM agentledger_messages "
     "WHERE session_id = ? ORDER BY seq"
@@ -226,6 +243,7 @@ RAW_READ_LAST = (
     "SELECT seq, {role}, content, metadata, created_at FROM agentledger_messages "
     "WHERE session_id = ? ORDER BY seq DESC LIMIT 50"
 )
+RAW_SNAPSHOT_MYSQL = "START TRANSACTION READ ONLY, WITH CONSISTENT SNAPSHOT"
 _RAW_SUMMARY = (
     "SELECT id, title, preview, app_name, user_id, model, status, message_count, step_count, "
     "input_tokens, output_tokens, total_tokens, created_at, updated_at FROM agentledger_sessions "
@@ -290,6 +308,7 @@ class Floors:
     raw_read: RawConnection
     write_engine: AsyncEngine = field(init=False)
     read_engine: AsyncEngine = field(init=False)
+    snapshot_engine: AsyncEngine = field(init=False)
 
     def __post_init__(self) -> None:
         engine = self.ledger.engine
@@ -299,6 +318,9 @@ class Floors:
             engine.execution_options(isolation_level="AUTOCOMMIT")
             if self.dialect == "postgresql"
             else engine
+        )
+        self.snapshot_engine = engine.execution_options(
+            **snapshot_read_options(engine.dialect.name)
         )
 
     def raw_sql(self, template: str) -> str:
@@ -445,31 +467,42 @@ class RawAppend:
         self.view.revision, self.view.message_count, self.view.message_seq = rows[0]
 
 
-# --- loads ----------------------------------------------------------------------------
+# --- loads: a conversation (the session record and its messages), one snapshot -------
 
 
 def _decoded(rows: Any) -> list[tuple[Any, ...]]:
     return [(r[0], r[1], loads(r[2]), loads(r[3]), r[4]) for r in rows]
 
 
-def core_load_all(floors: Floors, id: str) -> Call:
-    engine = floors.read_engine
+_STATE, _LAST_RUN = _RECORD_NAMES.index("state"), _RECORD_NAMES.index("last_run")
+_TIMES = tuple(i for i, name in enumerate(_RECORD_NAMES) if name.endswith("_at"))
 
-    async def call() -> list[tuple[Any, ...]]:
+
+def _session_decoded(row: Any, time: Callable[[Any], Any] = lambda value: value) -> tuple[Any, ...]:
+    """A session row as the floors hand it back: JSON decoded, times aware."""
+    values = list(row)
+    values[_STATE], values[_LAST_RUN] = loads(values[_STATE]), loads(values[_LAST_RUN])
+    for index in _TIMES:
+        values[index] = time(values[index])
+    return tuple(values)
+
+
+def core_conversation(floors: Floors, id: str, last: int | None) -> Call:
+    """The session and its messages in one read-only snapshot transaction, as the
+    ledger reads them (PostgreSQL REPEATABLE READ READ ONLY; MariaDB START TRANSACTION
+    READ ONLY, WITH CONSISTENT SNAPSHOT; SQLite a deferred BEGIN)."""
+    engine = floors.snapshot_engine
+    mysql = floors.dialect == "mysql"
+    query, params = (READ_ALL, {"id": id}) if last is None else (READ_LAST, {"id": id, "n": last})
+
+    async def call() -> tuple[Any, list[tuple[Any, ...]]]:
         async with engine.connect() as connection:
-            rows = (await connection.execute(READ_ALL, {"id": id})).all()
-        return _decoded(rows)
-
-    return call
-
-
-def core_load_last(floors: Floors, id: str) -> Call:
-    engine = floors.read_engine
-
-    async def call() -> list[tuple[Any, ...]]:
-        async with engine.connect() as connection:
-            rows = (await connection.execute(READ_LAST, {"id": id, "n": 50})).all()
-        return _decoded(reversed(rows))
+            if mysql:
+                await connection.exec_driver_sql(RAW_SNAPSHOT_MYSQL)
+            session = (await connection.execute(SESSION_RECORD, {"id": id})).one()
+            rows = (await connection.execute(query, params)).all()
+            await connection.commit()
+        return _session_decoded(session), _decoded(rows if last is None else reversed(rows))
 
     return call
 
@@ -483,21 +516,45 @@ async def _raw_read(floors: Floors, sql: str, *params: Any) -> list[Any]:
     return await raw.fetch(sql, *params)
 
 
-def raw_load_all(floors: Floors, id: str) -> Call:
-    sql = floors.raw_sql(RAW_READ_ALL)
+def raw_conversation(floors: Floors, id: str, last: int | None) -> Call:
+    """The same snapshot transaction on the plain driver."""
+    raw, dialect = floors.raw_read, floors.dialect
+    messages = floors.raw_sql(RAW_READ_ALL if last is None else RAW_READ_LAST)
 
-    async def call() -> list[tuple[Any, ...]]:
-        return _raw_decoded(floors.dialect, await _raw_read(floors, sql, id))
+    def time(value: Any) -> Any:
+        return from_db_time(dialect, value)
+
+    async def call() -> tuple[Any, list[tuple[Any, ...]]]:
+        await raw.begin_snapshot()
+        try:
+            session = (await raw.fetch(RAW_READ_SESSION_RECORD, id))[0]
+            rows = await raw.fetch(messages, id)
+        finally:
+            await raw.commit()
+        decoded = _raw_decoded(dialect, rows if last is None else reversed(rows))
+        return _session_decoded(session, time), decoded
 
     return call
 
 
-def raw_load_last(floors: Floors, id: str) -> Call:
-    sql = floors.raw_sql(RAW_READ_LAST)
+# --- token usage over a long trace ----------------------------------------------------
 
-    async def call() -> list[tuple[Any, ...]]:
-        rows = await _raw_read(floors, sql, id)
-        return _raw_decoded(floors.dialect, reversed(rows))
+
+def core_usage(floors: Floors, id: str) -> Call:
+    engine = floors.read_engine
+
+    async def call() -> tuple[int, ...]:
+        async with engine.connect() as connection:
+            row = (await connection.execute(USAGE, {"id": id})).one()
+        return tuple(int(value) for value in row)
+
+    return call
+
+
+def raw_usage(floors: Floors, id: str) -> Call:
+    async def call() -> tuple[int, ...]:
+        row = (await _raw_read(floors, RAW_USAGE, id))[0]
+        return tuple(int(value) for value in row)
 
     return call
 

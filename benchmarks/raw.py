@@ -114,6 +114,17 @@ class RawConnection:
         else:
             await self.connection.begin()
 
+    async def begin_snapshot(self) -> None:
+        """A read-only transaction on one snapshot, as the ledger's conversation read."""
+        if self.dialect == "sqlite":
+            await self.connection.execute("BEGIN")
+        elif self.dialect == "postgresql":
+            self._tx = self.connection.transaction(isolation="repeatable_read", readonly=True)
+            await self._tx.start()
+        else:
+            async with self.connection.cursor() as cursor:
+                await cursor.execute("START TRANSACTION READ ONLY, WITH CONSISTENT SNAPSHOT")
+
     async def commit(self) -> None:
         if self.dialect == "sqlite":
             await self.connection.execute("COMMIT")

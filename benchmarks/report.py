@@ -11,30 +11,43 @@ from typing import Any
 VARIANTS = ("agentledger", "core", "raw")
 NAMES = {"sqlite": "SQLite", "postgresql": "PostgreSQL", "mysql": "MariaDB"}
 
-# Why a target can stay missed after the fixes: the cost that is left, as profiled
-# (docs/benchmarks.md has the profiles). Printed next to a missed target.
+# Why a target can stay missed: the cost that is left, as profiled (docs/benchmarks.md
+# has the profiles). Printed next to a missed target.
 REASONS = {
-    "append_raw": (
-        "the write goes through SQLAlchemy (the versioned ORM flush and the execution "
-        "layer: Python CPU per statement that hand-sent SQL does not spend) and, on "
-        "SQLite, aiosqlite's worker-thread hop per cursor call; the Core floor alone is "
-        "already 2-3x raw here, and writes must use the unit of work"
+    "append": (
+        "per-call machinery the raw floor does not run: SQLAlchemy's execution layer "
+        "(the async adapter, greenlet bridge, execution context and result per "
+        "statement; on SQLite aiosqlite's worker-thread hop per cursor call), then the "
+        "library's Session, validation and returned records"
     ),
-    "append_core": (
-        "MariaDB has no UPDATE ... RETURNING, so the fresh record the call returns needs "
-        "a third statement (a SELECT of the session row) that the Core floor does not send"
+    "read": (
+        "a fixed per-call cost (SQLAlchemy's execution layer and async adapter, then "
+        "the library's Session and records) on a read whose server work is a fraction "
+        "of a millisecond"
     ),
-    "load_all": "building Message records costs more than decoding tuples",
-    "load_last": "the fixed cost of a unit of work (Session, run_sync hop) on a small read",
-    "pg_reads": "reads run inside BEGIN/ROLLBACK",
-    "append_flat": "append cost grows with the conversation",
-    "list_flat": (
-        "the deep page costs the same few index pages as the first, the floors show the "
-        "same gap: the server's work per page, not the library's"
+    "bulk_read": "a record per row (Message, with its time) where the floor builds a tuple",
+    "checkpoint_read": (
+        "the payload becomes a typed CheckpointPayload (pydantic, model_validate_json "
+        "of the whole document) where the floor only json.loads it"
     ),
-    "statements": "more than 3 statements per append",
+    "write": (
+        "SQLAlchemy's per-statement cost over several statements, and the records the call returns"
+    ),
+    "append_flat": (
+        "the append at the longest conversation took longer in this run; its statements "
+        "do not depend on the length (an index insert), so compare the floors' growth"
+    ),
+    "tries": "an item needed more tries than the limit under contention",
+    "throughput": (
+        "after a conflict ledger.run waits (full jitter from 10 ms, doubling) where the "
+        "floor's loop retries at once and meets several times the conflicts; on SQLite "
+        "each item holds the write lock across its read and its write, and SQLite's busy "
+        "handler sleeps while the others wait"
+    ),
     "lost": "an acknowledged append is missing",
 }
+APPEND_LIMIT = {"sqlite": 1.5, "postgresql": 1.5, "mysql": 1.8}
+"""Issue 21: append one message, at most this many times the raw floor."""
 
 
 @dataclass
@@ -55,49 +68,66 @@ def _appends(result: dict[str, Any]) -> list[dict[str, Any]]:
     return [op for op in result["operations"] if op["key"].startswith("append_message_")]
 
 
+def _reason(op: dict[str, Any], why: str) -> str:
+    """Why ``op`` missed its target, with the split the Core floor measures: how much
+    of the gap SQLAlchemy's execution layer alone costs, and how much the library adds."""
+    key = op["key"]
+    if key.startswith("append_message"):
+        why = "append"
+    elif key == "load_all":
+        why = "bulk_read"
+    elif key.startswith("checkpoint_latest"):
+        why = "checkpoint_read"
+    ms = op["ms"]
+    core_over_raw = ms["core"]["median"] / ms["raw"]["median"]
+    return (
+        f"{REASONS[why]} (measured: the Core floor is {core_over_raw:.2f}x raw, "
+        f"agentledger {op['ratio_core']['median']:.2f}x Core)"
+    )
+
+
 def targets(result: dict[str, Any]) -> list[Target]:
+    """Every target of issue 21 for one database, met or not."""
     d = result["dialect"]
     found: list[Target] = []
 
     def add(name: str, limit: str, value: float | int, ok: bool, why: str, fmt: str) -> None:
         shown = format(value, fmt)
-        found.append(Target(d, name, limit, shown, ok, "" if ok else REASONS[why]))
+        found.append(Target(d, name, limit, shown, ok, "" if ok else why))
+
+    def ratio(op: dict[str, Any], limit: float, why: str) -> None:
+        value = op["ratio_raw"]["median"]
+        add(f"{op['label']} vs raw", f"<= {limit}x", value, value <= limit,
+            _reason(op, why), ".2f")  # fmt: skip
 
     appends = _appends(result)
-    worst_raw = max(op["ratio_raw"]["median"] for op in appends)
-    raw_limit = 2.0 if d == "postgresql" else 2.5
-    add("append a message vs raw (worst size)", f"<= {raw_limit}x", worst_raw,
-        worst_raw <= raw_limit, "append_raw", ".2f")  # fmt: skip
-    worst_core = max(op["ratio_core"]["median"] for op in appends)
-    add("append a message vs Core (worst size)", "<= 1.5x", worst_core, worst_core <= 1.5,
-        "append_core", ".2f")  # fmt: skip
-    load = _op(result, "load_all")
-    add("load the long conversation vs Core", "<= 1.3x", load["ratio_core"]["median"],
-        load["ratio_core"]["median"] <= 1.3, "load_all", ".2f")  # fmt: skip
-    add("load the long conversation vs raw", "<= 1.5x", load["ratio_raw"]["median"],
-        load["ratio_raw"]["median"] <= 1.5, "load_all", ".2f")  # fmt: skip
-    last = _op(result, "load_last_50")
-    add("load the last 50 vs Core", "<= 1.3x", last["ratio_core"]["median"],
-        last["ratio_core"]["median"] <= 1.3, "load_last", ".2f")  # fmt: skip
-    if d == "postgresql":
-        wrapped = sum(
-            op["pg_statements_in_transaction"] for op in result["operations"]
-            if op["kind"] == "read"
-        )  # fmt: skip
-        add("reads without BEGIN/ROLLBACK (statements inside one)", "0", wrapped,
-            wrapped == 0, "pg_reads", "d")  # fmt: skip
+    for op in appends:
+        ratio(op, APPEND_LIMIT[d], "append")
     small, big = appends[0], appends[-1]
     growth = big["ms"]["agentledger"]["median"] / small["ms"]["agentledger"]["median"]
+    raw_growth = big["ms"]["raw"]["median"] / small["ms"]["raw"]["median"]
+    flat_why = f"{REASONS['append_flat']} (the raw floor's: {raw_growth:.2f}x)"
     add(f"append at {big['label'].split('@')[1]} vs at {small['label'].split('@')[1]}",
-        "<= 1.10x", growth, growth <= 1.10, "append_flat", ".2f")  # fmt: skip
-    first, deep = _op(result, "list_first"), _op(result, "list_deep")
-    depth = deep["ms"]["agentledger"]["median"] / first["ms"]["agentledger"]["median"]
-    add("deep listing page vs first page", "<= 1.20x", depth, depth <= 1.20, "list_flat",
-        ".2f")  # fmt: skip
-    statements = max(op["statements"]["agentledger"] for op in appends)
-    add("statements per append", "<= 3", statements, statements <= 3, "statements", "d")
-    lost = result["concurrency"]["agentledger"]["lost_updates"]
-    add("lost updates, 8 concurrent writers", "0", lost, lost == 0, "lost", "d")
+        "<= 1.10x", growth, growth <= 1.10, flat_why, ".2f")  # fmt: skip
+    for key in ("load_all", "load_last_50"):
+        ratio(_op(result, key), 1.2, "read")
+    for key in ("list_first", "list_deep", "usage_steps", "checkpoint_latest"):
+        for op in result["operations"]:
+            if op["key"].startswith(key):
+                ratio(op, 1.5, "read")
+    for key in ("append_steps", "checkpoint_save"):
+        for op in result["operations"]:
+            if op["key"].startswith(key):
+                ratio(op, 1.5, "write")
+    conc = result["concurrency"]
+    tries = conc["agentledger"]["max_tries"]
+    add("8 writers through ledger.run: most tries of one item", "<= 10", tries, tries <= 10,
+        REASONS["tries"], "d")  # fmt: skip
+    share = conc["agentledger"]["appends_per_s"] / conc["raw"]["appends_per_s"]
+    add("8 writers: throughput vs the raw retry loop", ">= 0.5x", share, share >= 0.5,
+        REASONS["throughput"], ".2f")  # fmt: skip
+    lost = conc["agentledger"]["lost_updates"]
+    add("lost updates, 8 concurrent writers", "0", lost, lost == 0, REASONS["lost"], "d")
     return found
 
 
@@ -159,15 +189,17 @@ def markdown(results: list[dict[str, Any]], config_name: str, servers: dict[str,
         conc = result["concurrency"]
         lines += [
             "",
-            "8 concurrent writers appending to one session (optimistic, re-read on conflict):",
+            "8 concurrent writers appending to one session (optimistic; agentledger through "
+            "`ledger.run`, whose backoff is full jitter, 10 ms doubling up to 1 s; the floors "
+            "re-read and retry at once):",
             "",
-            "| variant | appends | appends/s | conflicts | lost updates |",
-            "|---|---|---|---|---|",
+            "| variant | appends | appends/s | conflicts | most tries of one item | lost updates |",
+            "|---|---|---|---|---|---|",
         ]
         for variant, entry in conc.items():
             lines.append(
                 f"| {variant} | {entry['appends']} | {entry['appends_per_s']:.0f} | "
-                f"{entry['conflicts']} | {entry['lost_updates']} |"
+                f"{entry['conflicts']} | {entry['max_tries']} | {entry['lost_updates']} |"
             )
         b = result["bytes"]
         how = (
@@ -232,8 +264,9 @@ def chart(results: list[dict[str, Any]], path: Path) -> bool:
         axis.bar([p + width / 2 for p in positions], raw, width, label="x raw driver floor")
         axis.axhline(1.0, color="black", linewidth=0.8)
         for limit, style, meaning in (
-            (1.5, ":", "1.5x: the append target over Core"),
-            (2.5, "--", "2.5x: the append target over raw"),
+            (1.2, ":", "1.2x raw: the conversation target"),
+            (1.5, "--", "1.5x raw: listing, steps, checkpoints (and appends but MariaDB)"),
+            (1.8, "-.", "1.8x raw: MariaDB's append target"),
         ):
             axis.axhline(limit, color="grey", linewidth=0.8, linestyle=style, label=meaning)
         axis.set_xticks(list(positions), labels, rotation=30, ha="right", fontsize=8)

@@ -24,6 +24,7 @@ OPERATIONS = {
     "append_steps_100",
     "load_all",
     "load_last_50",
+    "usage_steps",
     "list_first",
     "list_deep",
     "checkpoint_save_100000",
@@ -61,9 +62,11 @@ def test_the_quick_benchmark_runs_on_every_configured_database(tmp_path: Path) -
         assert set(operations) == OPERATIONS
         for op in operations.values():
             assert all(op["ms"][v]["median"] > 0 for v in ("agentledger", "core", "raw"))
-        assert operations["append_message_10"]["statements"]["agentledger"] >= 2
+        assert operations["append_message_10"]["statements"]["agentledger"] >= 1
         for variant in ("agentledger", "core", "raw"):
             assert result["concurrency"][variant]["lost_updates"] == 0
+            assert result["concurrency"][variant]["max_tries"] >= 1
+        for variant in ("agentledger", "raw"):
             assert result["stream"][variant]["complete"]
     assert "### Targets" in (tmp_path / "results.md").read_text()
 

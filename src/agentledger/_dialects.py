@@ -207,6 +207,17 @@ def returns_from_update(session: Session) -> bool:
     return bool(session.get_bind().dialect.update_returning)
 
 
+def appends_in_one_statement(session: Session) -> bool:
+    """Whether an append can write the session row and insert its messages in one
+    statement (``_session_row.write_versioned_and_insert``).
+
+    PostgreSQL has data-modifying CTEs: the INSERT selects from the versioned UPDATE's
+    RETURNING, so the messages are stored only when the revision matched, in one round
+    trip. SQLite and MariaDB/MySQL have no DML inside WITH: an UPDATE, then an INSERT.
+    """
+    return session.get_bind().dialect.name == "postgresql"
+
+
 def upsert_grant(session: Session, values: dict[str, Any]) -> None:
     """Insert a grant, or refresh ``granted_by``, ``granted_at`` and ``expires_at`` of the
     one already there, in one statement that concurrent granters cannot race.
@@ -356,11 +367,14 @@ def begin_snapshot(connection: Connection) -> None:
     deferred BEGIN reads one snapshot from its first read (WAL). MariaDB/MySQL have no
     such option in SQLAlchemy: this sends the statements that start a read-only
     transaction on a snapshot taken now (at REPEATABLE READ whatever the session's
-    level, since a consistent snapshot means nothing at READ COMMITTED). A write
-    inside it fails on the server too (errno 1792).
+    level, since a consistent snapshot means nothing at READ COMMITTED; the SET is
+    skipped, a round trip less, when the connection is at REPEATABLE READ already, the
+    server's default). A write inside it fails on the server too (errno 1792).
     """
     if connection.dialect.name in ("mysql", "mariadb"):
-        connection.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        level = connection.get_execution_options().get("isolation_level")
+        if (level or connection.default_isolation_level) != "REPEATABLE READ":
+            connection.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         connection.exec_driver_sql("START TRANSACTION READ ONLY, WITH CONSISTENT SNAPSHOT")
 
 

@@ -13,6 +13,7 @@ from .errors import (
     ConflictError,
     DatabaseError,
     DatabaseLockedError,
+    DatabaseUnavailableError,
 )
 
 R = TypeVar("R")
@@ -66,6 +67,13 @@ def transient_or_replayable(replay_safe: Callable[[], bool]) -> Callable[[BaseEx
         return is_transient(error) or (isinstance(error, CommitUnknownError) and replay_safe())
 
     return retry_on
+
+
+def is_lost_before_commit(error: BaseException, commit_sent: bool) -> bool:
+    """A connection lost (or a server gone) before the transaction's COMMIT was sent:
+    the server rolled the transaction back, so running it again is safe. After the
+    COMMIT was sent the outcome is unknown, and that retry is the caller's call."""
+    return isinstance(error, DatabaseUnavailableError) and not commit_sent
 
 
 def retrying(

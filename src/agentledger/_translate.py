@@ -319,9 +319,3 @@ def sqlite_busy_ignored(*, readonly: bool = False) -> Iterator[None]:
         name = sqlite_name(error)
         if name != "SQLITE_BUSY" and not (readonly and _sqlite_primary(name) == "SQLITE_READONLY"):
             raise
-
-
-def is_stale_write(error: BaseException) -> bool:
-    """Whether ``error`` is the ORM's version check failing: a versioned UPDATE or
-    DELETE matched no row, because another writer changed (or deleted) it first."""
-    return isinstance(error, StaleDataError)

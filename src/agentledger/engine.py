@@ -24,12 +24,14 @@ import os
 import re
 import sqlite3
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, Dialect, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry, PoolResetState
@@ -202,7 +204,6 @@ def _engine_options(url: URL) -> dict[str, Any]:
         options["pool_reset_on_return"] = None
     if backend == "sqlite":
         return options
-    options["pool_pre_ping"] = True
     if backend in ("mysql", "mariadb"):
         # Below MariaDB/MySQL's default wait_timeout (8 h), so idle connections are
         # replaced before the server drops them.
@@ -248,6 +249,53 @@ def _configure_reset(engine: Engine, options: dict[str, Any]) -> None:
         event.listen(engine, "reset", _reset_if_in_transaction)
 
 
+IDLE_PING_S = 30.0
+"""A pooled server connection idle longer than this is pinged before it is handed out."""
+_CHECKED_IN_AT = "agentledger_checked_in_at"
+
+
+def _note_checkin(_dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+    record.info[_CHECKED_IN_AT] = time.monotonic()
+
+
+class _PingIfIdle:
+    """The pool's pre-ping, only for a connection idle longer than ``IDLE_PING_S``.
+
+    ``pool_pre_ping`` pings at every checkout: on PostgreSQL a whole round trip
+    (``BEGIN``, ``;``, ``ROLLBACK``) before each call's work. A connection used a moment
+    ago is almost always alive; the one a server dropped (a restart, an idle timeout, a
+    firewall) has usually been idle a while, and that one is still pinged. A dead ping
+    invalidates the pool (every connection as old) and the pool connects anew. A
+    connection that dies in between fails its first statement instead, before any
+    COMMIT was sent: the ledger runs such a call again (``Ledger._perform``).
+    """
+
+    def __init__(self, dialect: Dialect) -> None:
+        self.dialect = dialect
+
+    def __call__(self, dbapi_connection: Any, record: ConnectionPoolEntry, _proxy: Any) -> None:
+        checked_in = record.info.pop(_CHECKED_IN_AT, None)
+        if checked_in is None or time.monotonic() - checked_in <= IDLE_PING_S:
+            return
+        dialect = self.dialect
+        try:
+            alive = dialect.do_ping(dbapi_connection)
+        except dialect.loaded_dbapi.Error as error:
+            if not dialect.is_disconnect(error, dbapi_connection, None):
+                raise
+            alive = False
+        if not alive:
+            raise sa_exc.InvalidatePoolError()
+
+
+def _configure_ping(engine: Engine, options: dict[str, Any]) -> None:
+    """Ping idle server connections at checkout, unless the caller chose pre-ping."""
+    if engine.dialect.name == "sqlite" or "pool_pre_ping" in options:
+        return
+    event.listen(engine, "checkin", _note_checkin)
+    event.listen(engine, "checkout", _PingIfIdle(engine.dialect))
+
+
 def _missing_driver(url: URL, exc: Exception) -> DatabaseError:
     extra = _EXTRAS.get(url.get_backend_name())
     hint = f"pip install 'agentledger[{extra}]'" if extra else "install the driver"
@@ -289,6 +337,7 @@ def create_sync_engine(url: str | URL | None = None, **options: Any) -> Engine:
         engine = create_engine(resolved, **{**_engine_options(resolved), **options})
     configure_sqlite_engine(engine)
     _configure_reset(engine, options)
+    _configure_ping(engine, options)
     return engine
 
 
@@ -300,6 +349,7 @@ def create_async_engine_for(url: str | URL | None = None, **options: Any) -> Asy
         engine = create_async_engine(resolved, **{**_engine_options(resolved), **options})
     configure_sqlite_engine(engine.sync_engine)
     _configure_reset(engine.sync_engine, options)
+    _configure_ping(engine.sync_engine, options)
     return engine
 
 

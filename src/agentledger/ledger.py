@@ -27,7 +27,13 @@ from ._concurrency import BLOCKING, GREENLET, Waits, async_context, await_, spaw
 from ._dialects import snapshot_read_options
 from ._json import Limits
 from ._probe import probe
-from ._retry import TRANSIENT_RETRIES, retrying, should_retry, transient_or_replayable
+from ._retry import (
+    TRANSIENT_RETRIES,
+    is_lost_before_commit,
+    retrying,
+    should_retry,
+    transient_or_replayable,
+)
 from ._translate import translated
 from .clock import Clock, system_clock
 from .engine import (
@@ -302,23 +308,28 @@ class Ledger:
         session = make_session(bind=join, **options)
         return Work(session, self.settings, writes=True, joined=True)
 
-    def _perform(self, writes: bool, call: Callable[[Work], R]) -> R:
+    def _perform(self, writes: bool, call: Callable[[Work], R], snapshot: bool = False) -> R:
         """Run one repository operation in a fresh transaction of its own, again after
         a transient failure (a deadlock, a lock refused at once, a stale statement
-        cache), and after a commit of unknown outcome only when the operation said its
+        cache) or a connection lost before its COMMIT was sent (nothing of it was
+        stored: a pooled connection the server dropped, which the idle-only pre-ping let
+        through), and after a commit of unknown outcome only when the operation said its
         replay is harmless (``Work.replay_safe``)."""
         refuse_if_open(self._key)
-        replay_safe = False
+        begun: list[Work] = []  # the attempt's transaction, once it exists
 
         def attempt() -> R:
-            nonlocal replay_safe
-            with self._new_work(writes=writes, session_factory=Session) as work:
-                try:
-                    return work._perform(writes, call)
-                finally:
-                    replay_safe = work.replay_safe
+            begun.clear()
+            begun.append(self._new_work(writes=writes, snapshot=snapshot, session_factory=Session))
+            with begun[0] as work:
+                return work._perform(writes, call)
 
-        retry_on = transient_or_replayable(lambda: replay_safe)
+        replayable = transient_or_replayable(lambda: bool(begun) and begun[0].replay_safe)
+
+        def retry_on(error: BaseException) -> bool:
+            lost = bool(begun) and is_lost_before_commit(error, begun[0].commit_sent)
+            return lost or replayable(error)
+
         return retrying(
             attempt, retries=TRANSIENT_RETRIES, retry_on=retry_on, sleep=self._waits.sleep
         )

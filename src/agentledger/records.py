@@ -296,6 +296,15 @@ class Appended(Record):
     messages: list[Message]
 
 
+class Conversation(Record):
+    """What ``messages.conversation`` read, in one transaction: the session and its
+    messages (all of them, or the newest ``last``) in seq order, as of one snapshot, so
+    ``session.message_count`` and ``session.revision`` agree with ``messages``."""
+
+    session: SessionRecord
+    messages: list[Message]
+
+
 class Popped(Record):
     """What ``messages.pop`` did: the session at its new revision and the messages it
     removed, in seq order (empty when the conversation was)."""

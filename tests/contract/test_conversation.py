@@ -4,6 +4,7 @@ on every backend x mode."""
 from agentledger.testing import (
     AppendResultContract,
     AppendWithStateContract,
+    ConversationReadContract,
     MessageTimeContract,
     PopContract,
     StepQueryContract,
@@ -27,4 +28,8 @@ class TestAppendWithState(AppendWithStateContract):
 
 
 class TestStepQueries(StepQueryContract):
+    pass
+
+
+class TestConversationRead(ConversationReadContract):
     pass

@@ -23,6 +23,7 @@ from agentledger import (
     NewMessage,
     migrations,
 )
+from agentledger import engine as engine_module
 
 from ..databases import scratch_database
 from . import summary
@@ -153,4 +154,54 @@ def test_run_does_not_replay_a_unit_of_work_lost_at_its_commit(server: URL) -> N
         assert not raised.value.retryable
         assert ledger.messages.all("lost-at-commit") == []
     assert len(attempts) == 1
+    summary.add(f"{server.get_backend_name()} connections killed", killed=1)
+
+
+def pooled_connection_id(ledger: Ledger, url: URL) -> int:
+    """The server id of the connection the ledger's pool will hand out next."""
+    with ledger.engine.connect() as connection:
+        return int(connection.exec_driver_sql(OWN_ID[url.get_backend_name()]).scalar_one())
+
+
+def test_a_call_on_a_pooled_connection_the_server_dropped_runs_again(server: URL) -> None:
+    with Ledger(server) as ledger:
+        ledger.sessions.create("before")
+        kill(server, pooled_connection_id(ledger, server))
+        ledger.sessions.create("after")
+        assert ledger.sessions.exists("after")
+    summary.add(f"{server.get_backend_name()} connections killed", killed=1)
+
+
+async def test_an_async_call_on_a_dropped_pooled_connection_runs_again(server: URL) -> None:
+    async with AsyncLedger(server) as ledger:
+        await ledger.sessions.create("before")
+        async with ledger.engine.connect() as connection:
+            own = await connection.exec_driver_sql(OWN_ID[server.get_backend_name()])
+            pooled = int(own.scalar_one())
+        kill(server, pooled)
+        await ledger.sessions.create("after")
+        assert await ledger.sessions.exists("after")
+    summary.add(f"{server.get_backend_name()} connections killed", killed=1)
+
+
+def test_a_connection_idle_past_the_threshold_is_pinged_before_use(
+    server: URL, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Ledger(server) as ledger:
+        ledger.sessions.create("before")
+        monkeypatch.setattr(engine_module, "IDLE_PING_S", 0.0)
+        kill(server, pooled_connection_id(ledger, server))
+        with ledger.unit_of_work() as uow:  # a unit of work is never run again
+            uow.sessions.create("after")
+        assert ledger.sessions.exists("after")
+    summary.add(f"{server.get_backend_name()} connections killed", killed=1)
+
+
+def test_a_connection_used_a_moment_ago_is_not_pinged(server: URL) -> None:
+    with Ledger(server) as ledger:
+        ledger.sessions.create("before")
+        kill(server, pooled_connection_id(ledger, server))
+        with pytest.raises(DatabaseUnavailableError), ledger.unit_of_work() as uow:
+            uow.sessions.create("after")
+        assert not ledger.sessions.exists("after")
     summary.add(f"{server.get_backend_name()} connections killed", killed=1)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy.engine import URL
@@ -67,15 +68,16 @@ def test_with_the_revision_check_the_workload_loses_nothing(database: URL) -> No
 def test_without_the_revision_check_the_same_workload_loses_updates(
     database: URL, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    checked = sessions_module.versioned_row
+    checked = sessions_module.write_versioned
 
-    def unchecked(session: Session, record: SessionRecord) -> object:
+    def unchecked(session: Session, record: SessionRecord, values: dict[str, Any]) -> object:
         # Expect whatever revision is stored now (read under the row lock): the version
         # predicate always matches, as if there were none.
         current = sessions_module.load_record(session, record.id, lock="update")
-        return checked(session, record.model_copy(update={"revision": current.revision}))
+        stale = record.model_copy(update={"revision": current.revision})
+        return checked(session, stale, values)
 
-    monkeypatch.setattr(sessions_module, "versioned_row", unchecked)
+    monkeypatch.setattr(sessions_module, "write_versioned", unchecked)
     total, conflicts = run_workload(database)
     assert conflicts == 0
     assert total < WRITERS * ROUNDS, "the control lost nothing: the workload has no contention"

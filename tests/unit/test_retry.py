@@ -16,6 +16,7 @@ from agentledger import (
 )
 from agentledger._retry import (
     backoff_delays,
+    is_lost_before_commit,
     is_transient,
     retrying,
     should_retry,
@@ -49,6 +50,15 @@ def test_only_failures_that_say_nothing_about_the_data_are_transient(
     error: Exception, transient: bool
 ) -> None:
     assert is_transient(error) is transient
+
+
+def test_a_connection_lost_before_commit_is_safe_to_run_again() -> None:
+    assert is_lost_before_commit(DatabaseUnavailableError("lost"), commit_sent=False)
+
+
+def test_a_connection_lost_after_commit_was_sent_is_not_run_again() -> None:
+    assert not is_lost_before_commit(DatabaseUnavailableError("lost"), commit_sent=True)
+    assert not is_lost_before_commit(DatabaseLockedError("busy"), commit_sent=False)
 
 
 def test_run_retries_every_retryable_error() -> None:

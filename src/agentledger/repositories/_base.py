@@ -84,6 +84,8 @@ class Work:
         """Whether the last write operation is harmless to run again after a commit of
         unknown outcome (set by the operation: an append whose every item has a key).
         The ledger reads it for the one-operation transactions it retries."""
+        self.commit_sent = False
+        """Whether COMMIT was sent: a connection lost after that leaves the outcome unknown."""
         self._restore: dict[str, Any] | None = None
 
     def __enter__(self) -> Work:
@@ -120,6 +122,7 @@ class Work:
             # Joined, this releases a SAVEPOINT: the caller's COMMIT is the one in doubt.
             # A read-only transaction's COMMIT leaves nothing in doubt.
             committing = translated if self.joined or not self.writes else translated_commit
+            self.commit_sent = True
             with committing(self.settings.url):
                 self.session.commit()
         finally:
@@ -136,9 +139,11 @@ class Work:
             check_borrowed_sqlite(connection)
             self.settings.checked_engines.add(engine_id)
 
-    def _perform(self, writes: bool, call: Callable[[Work], R]) -> R:
+    def _perform(self, writes: bool, call: Callable[[Work], R], snapshot: bool = False) -> R:
         """Run one operation in this transaction: refused when the transaction cannot do
-        it, driver errors translated, and rollback-only after a conflict."""
+        it, driver errors translated, and rollback-only after a conflict. (``snapshot``
+        asks a ledger for a snapshot transaction; here the reads see what this
+        transaction sees.)"""
         self.ensure_usable(writes)
         if writes:
             self.replay_safe = False
@@ -165,7 +170,7 @@ class Work:
 class Scope(Protocol):
     """Where a repository's operations run: a ``Work`` or a ``Ledger``."""
 
-    def _perform(self, writes: bool, call: Callable[[Work], R], /) -> R: ...
+    def _perform(self, writes: bool, call: Callable[[Work], R], snapshot: bool = False, /) -> R: ...
 
 
 class Repository:
@@ -196,17 +201,19 @@ RepoT = TypeVar("RepoT", bound=Repository)
 
 
 def operation(
-    *, writes: bool
+    *, writes: bool, snapshot: bool = False
 ) -> Callable[[Callable[Concatenate[RepoT, P], R]], Callable[Concatenate[RepoT, P], R]]:
     """Mark a repository method as one operation, run by the repository's scope: checks,
     error translation, the rollback-only rule after a conflict, and (on a ledger) its
-    own retried transaction. ``writes`` says whether it needs a write transaction."""
+    own retried transaction. ``writes`` says whether it needs a write transaction;
+    ``snapshot``, a read whose statements must all see one snapshot (on a ledger, a
+    read-only snapshot transaction; in a unit of work, that unit's transaction)."""
 
     def decorate(method: Callable[Concatenate[RepoT, P], R]) -> Callable[Concatenate[RepoT, P], R]:
         @wraps(method)
         def run(self: RepoT, /, *args: P.args, **kwargs: P.kwargs) -> R:
             return self._scope._perform(
-                writes, lambda work: method(self._within(work), *args, **kwargs)
+                writes, lambda work: method(self._within(work), *args, **kwargs), snapshot
             )
 
         run.writes = writes  # type: ignore[attr-defined]

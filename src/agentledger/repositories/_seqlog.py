@@ -57,6 +57,11 @@ class SeqLog:
         rows = session.connection().execute(self._last, {"id": id, "n": count}).all()
         return list(reversed(rows))
 
+    def all_rows(self, session: Session, id: str) -> Sequence[Row[Any]]:
+        """Every row of session ``id`` (checked by the caller), in seq order; an empty
+        list whether or not the session exists."""
+        return session.connection().execute(self._all, {"id": id}).all()
+
     def window(
         self, session: Session, id: str, *, after_seq: object, limit: object
     ) -> Sequence[Row[Any]]:

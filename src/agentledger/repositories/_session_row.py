@@ -3,7 +3,8 @@
 Messages, steps, grants and checkpoints all hang off ``agentledger_sessions``: they
 load it as a record, lock it (the lock order of every writer starts here), and the
 versioned writers (``sessions.save``, ``messages.append``...) bump its ``revision``
-through the ORM's ``version_id_col``, so a stale writer's UPDATE matches no row.
+with one Core UPDATE that makes exactly the check of the mapper's ``version_id_col``
+(``WHERE id = :id AND revision = :old``), so a stale writer's UPDATE matches no row.
 """
 
 from __future__ import annotations
@@ -12,25 +13,23 @@ from collections.abc import Sequence
 from typing import Any, Literal, cast
 
 from sqlalchemy import (
-    Column,
     ColumnElement,
-    Dialect,
-    FetchedValue,
-    MetaData,
     Row,
+    Select,
     Table,
-    Text,
+    Update,
     bindparam,
     exists,
+    insert,
     select,
+    union_all,
+    update,
 )
-from sqlalchemy.orm import Session, make_transient_to_detached, registry
-from sqlalchemy.types import TypeDecorator, TypeEngine
+from sqlalchemy.orm import Session
 
 from .._checks import bounded_int
 from .._dialects import returns_from_update
 from .._json import decode_json
-from .._translate import handled, is_stale_write
 from ..errors import ConflictError, CorruptRecordError, NotFoundError
 from ..models import AgentSession
 from ..models.types import json_text
@@ -176,97 +175,130 @@ def session_exists(session: Session, id: str, *, lock: Lock | None = None) -> bo
     return session.connection().execute(_EXISTS_LOCKED[lock], {"id": id}).first() is not None
 
 
-class _AsStored(TypeDecorator[Any]):
-    """A column's own type on the way in; on the way out, the driver's value untouched
-    (JSON as text, or as PostgreSQL's drivers decoded it), so ``record_of`` decodes it
-    and can name a corrupt row."""
-
-    impl: TypeEngine[Any] | type[TypeEngine[Any]] = Text
-    cache_ok = True
-
-    def __init__(self, public: TypeEngine[Any]) -> None:
-        super().__init__()
-        self.impl = public
-
-    def result_processor(self, dialect: Dialect, coltype: object) -> None:
-        return None
-
-
-def _returning_table() -> Table:
-    """``agentledger_sessions`` again, from the public table's columns, for versioned
-    writes that read the row back in their own UPDATE (``RETURNING``) instead of a
-    SELECT after it.
-
-    Every column but the key and the version is marked as set by the server on UPDATE
-    (``FetchedValue``), so with ``eager_defaults`` the ORM returns each column the
-    write did not set. A private MetaData: this copy is never created, migrated or
-    compared; the public ``AgentSession`` mapping is unchanged.
-    """
-    columns = [
-        Column(
-            column.name,
-            _AsStored(column.type) if column.name in _JSON_COLUMNS else column.type,
-            key=column.key,
-            primary_key=column.primary_key,
-            server_onupdate=None if column.name in ("id", "revision") else FetchedValue(),
+def _write_statement(columns: tuple[str, ...], returning: bool) -> Update:
+    """``UPDATE agentledger_sessions SET <columns>, revision = :new_revision WHERE id =
+    :b_id AND revision = :b_revision``: exactly the check and bump the mapper's
+    ``version_id_col`` makes, built once per set of columns; with ``returning``, the
+    UPDATE hands back every column of the record."""
+    statement = (
+        update(SESSIONS)
+        .where(SESSIONS.c.id == bindparam("b_id"), SESSIONS.c.revision == bindparam("b_revision"))
+        .values(
+            {**{name: bindparam(name) for name in columns}, "revision": bindparam("new_revision")}
         )
-        for column in _COLUMNS
-    ]
-    return Table(TABLE, MetaData(), *columns)
+    )
+    return statement.returning(*_RECORD_COLUMNS) if returning else statement
 
 
-class _ReturningSession:
-    """A session row whose versioned UPDATE returns the columns it did not write."""
-
-    id: str
-    revision: int
+_WRITES: dict[tuple[tuple[str, ...], bool], Update] = {}
 
 
-_RETURNING = _returning_table()
-registry().map_imperatively(
-    _ReturningSession, _RETURNING, version_id_col=_RETURNING.c.revision, eager_defaults=True
-)
+def write_versioned(
+    session: Session, record: SessionRecord, values: dict[str, Any]
+) -> SessionRecord:
+    """Write ``values`` to the session row and bump its revision, if the row is still at
+    the record's revision; returns the session as the write left it.
 
-
-def versioned_row(session: Session, record: SessionRecord) -> Any:
-    """A session row the ORM treats as loaded at the record's revision, without a SELECT:
-    the next flush is ``UPDATE ... WHERE id = :id AND revision = :revision``. Where the
-    database can (``returns_from_update``), that UPDATE also returns every column it
-    does not set, for ``written_record``. A revision no database binds (an edited
-    record's) is a ValidationError before any SQL."""
-    bounded_int(record.revision, "record.revision", low=1)
-    for mapped in (AgentSession, _ReturningSession):
-        loaded = session.identity_map.get(session.identity_key(mapped, record.id))
-        if loaded is not None:
-            session.expunge(loaded)
-    cls = _ReturningSession if returns_from_update(session) else AgentSession
-    row = cls()
-    row.id, row.revision = record.id, record.revision
-    make_transient_to_detached(row)
-    session.add(row)
-    return row
-
-
-def written_record(session: Session, row: Any) -> SessionRecord:
-    """The session as a versioned write (``versioned_row`` + ``flush_versioned``) left
-    it: from what its UPDATE returned, else read back with a SELECT.
-
-    Exact either way: the UPDATE holds the row's lock until commit, and every column
-    comes from the database as of that UPDATE, including the counters, totals, status
-    and checkpoint pointer that step appends, finalize and checkpoints move without a
-    revision bump.
+    One Core UPDATE with the revision in its WHERE (no ORM flush: no unit-of-work,
+    identity-map or mapper work per call). Where the database can
+    (``returns_from_update``), the UPDATE returns the row; else a SELECT reads it back
+    under the lock the UPDATE took. Exact either way, including the counters, totals,
+    status and checkpoint pointer that step appends, finalize and checkpoints move
+    without a revision bump. A stale revision raises ConflictError (``stale``, or
+    ``deleted`` when the session is gone) and writes nothing; a revision no database
+    binds (an edited record's) is a ValidationError before any SQL.
     """
-    if not isinstance(row, _ReturningSession):
-        return load_record(session, row.id)
-    values = {column.key: getattr(row, column.key) for column in _RETURNING.c}
-    return _record_from(values)
+    bounded_int(record.revision, "record.revision", low=1)
+    loaded = session.identity_map.get(session.identity_key(AgentSession, record.id))
+    if loaded is not None:  # an ORM row of the caller's, now behind the database
+        session.expunge(loaded)
+    returning = returns_from_update(session)
+    columns = tuple(values)
+    statement = _WRITES.get((columns, returning))
+    if statement is None:
+        statement = _WRITES.setdefault((columns, returning), _write_statement(columns, returning))
+    params = {
+        **values,
+        "b_id": record.id,
+        "b_revision": record.revision,
+        "new_revision": record.revision + 1,
+    }
+    result = session.connection().execute(statement, params)
+    if returning:
+        row = result.first()
+        if row is None:
+            raise _stale_or_deleted(session, record)
+        return record_of(row)
+    if result.rowcount == 0:
+        raise _stale_or_deleted(session, record)
+    return load_record(session, record.id)
 
 
-def flush_versioned(session: Session, record: SessionRecord) -> None:
-    """Flush a ``versioned_row`` change; a stale revision becomes ConflictError
-    (``stale``, or ``deleted`` when the session is gone)."""
-    with handled(is_stale_write, lambda: _stale_or_deleted(session, record)):
-        session.flush()
+ONE_STATEMENT_ROWS = 16
+"""The most rows ``write_versioned_and_insert`` takes: a statement per batch size is
+cached, and a long batch gains nothing from saving one round trip."""
+_APPENDS: dict[tuple[Any, ...], Select[Any]] = {}
+
+
+def _append_statement(
+    columns: tuple[str, ...], table: Table, names: tuple[str, ...], count: int
+) -> Select[Any]:
+    """``WITH written AS (UPDATE agentledger_sessions ... RETURNING ...), inserted AS
+    (INSERT INTO <table> SELECT ... FROM written) SELECT * FROM written``: the rows are
+    inserted only when the versioned UPDATE matched (they select from its RETURNING),
+    with the revision check exactly as ``_write_statement`` makes it."""
+    written = _write_statement(columns, returning=True).cte("written")
+    selects = [
+        select(
+            *(
+                written.c.id
+                if name == "session_id"
+                else bindparam(f"r{index}_{name}", type_=table.c[name].type)
+                for name in names
+            )
+        ).select_from(written)
+        for index in range(count)
+    ]
+    source = selects[0] if count == 1 else union_all(*selects)
+    inserted = insert(table).from_select(list(names), source).cte("inserted")
+    return select(*written.c).add_cte(inserted)
+
+
+def write_versioned_and_insert(
+    session: Session,
+    record: SessionRecord,
+    values: dict[str, Any],
+    table: Table,
+    rows: list[dict[str, Any]],
+) -> SessionRecord:
+    """``write_versioned`` and the INSERT of ``rows`` (child rows of the session, each
+    with every column of the first, at most ``ONE_STATEMENT_ROWS``) in one statement,
+    a data-modifying CTE, where the database has them (``_dialects.
+    appends_in_one_statement``): one round trip instead of two. A stale revision
+    inserts nothing and raises the same ConflictError."""
+    bounded_int(record.revision, "record.revision", low=1)
+    loaded = session.identity_map.get(session.identity_key(AgentSession, record.id))
+    if loaded is not None:
+        session.expunge(loaded)
+    names = tuple(rows[0])
+    key = (tuple(values), table.name, names, len(rows))
+    statement = _APPENDS.get(key)
+    if statement is None:
+        statement = _APPENDS.setdefault(key, _append_statement(key[0], table, names, len(rows)))
+    params = {
+        **values,
+        "b_id": record.id,
+        "b_revision": record.revision,
+        "new_revision": record.revision + 1,
+    }
+    for index, row in enumerate(rows):
+        params.update(
+            (f"r{index}_{name}", value) for name, value in row.items() if name != "session_id"
+        )
+    found = session.connection().execute(statement, params).first()
+    if found is None:
+        raise _stale_or_deleted(session, record)
+    return record_of(found)
 
 
 def current_or_conflict(session: Session, record: SessionRecord) -> SessionRecord:

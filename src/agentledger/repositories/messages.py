@@ -1,12 +1,11 @@
 """Messages: the ordered conversation of a session, versioned with the session row.
 
-An append from a record checks and bumps the session's revision with a versioned
-ORM flush (``version_id_col``), then inserts the messages with one prebuilt INSERT in
-the same transaction, taking the new seqs from the record (so no ``UPDATE ...
-RETURNING`` is needed on any dialect): a stale writer's UPDATE matches no row, and
-none of its messages are stored. Appending costs the same whatever the
-length of the conversation: one UPDATE, one INSERT, and where the UPDATE cannot return
-the row (MariaDB/MySQL), one SELECT of it.
+An append from a record checks and bumps the session's revision with one versioned
+UPDATE (the check of the mapper's ``version_id_col``), then inserts the messages with
+one prebuilt INSERT in the same transaction, taking the new seqs from the record: a
+stale writer's UPDATE matches no row, and none of its messages are stored. Appending
+costs the same whatever the length of the conversation: one UPDATE, one INSERT, and
+where the UPDATE cannot return the row (MariaDB/MySQL), one SELECT of it.
 
 A message may carry the caller's key (``external_key``), unique per session. Keys
 are looked up *before* the revision check: a retry of an append whose commit had an
@@ -28,6 +27,7 @@ from sqlalchemy import Integer, Row, Table, bindparam, delete, insert, select
 
 from .._checks import bounded_int, checked_text
 from .._concurrency import spawn
+from .._dialects import appends_in_one_statement
 from .._json import canonical, check_object, check_row, decode_json
 from .._translate import duplicate_as
 from ..clock import utc
@@ -38,6 +38,7 @@ from ..models.message import MAX_ROW_KEY_LENGTH
 from ..models.types import json_text
 from ..records import (
     Appended,
+    Conversation,
     Message,
     NewMessage,
     Popped,
@@ -49,11 +50,11 @@ from . import _state
 from ._base import Repository, operation
 from ._seqlog import SeqLog
 from ._session_row import (
+    ONE_STATEMENT_ROWS,
     current_or_conflict,
-    flush_versioned,
     load_record,
-    versioned_row,
-    written_record,
+    write_versioned,
+    write_versioned_and_insert,
 )
 
 _MESSAGES = cast(Table, AgentMessage.__table__)
@@ -303,24 +304,19 @@ class MessageRepository(Repository):
         state_delta: StateDelta | None = None,
     ) -> tuple[SessionRecord, list[Message]]:
         now = self._work.settings.now()
-        row = versioned_row(self._session, record)
-        row.message_seq = record.message_seq + len(messages)
-        row.message_count = (0 if replace else record.message_count) + len(messages)
-        row.updated_at = now
+        values: dict[str, Any] = {
+            "message_seq": record.message_seq + len(messages),
+            "message_count": (0 if replace else record.message_count) + len(messages),
+            "updated_at": now,
+        }
         if state_delta is not None:
             limits = self._work.settings.limits
-            row.state = _state.applied(record.state, state_delta, path="state", limits=limits)
+            values["state"] = _state.applied(record.state, state_delta, path="state", limits=limits)
         if record.preview is None:
             opening = next((m for m in messages if m.role == "user"), None)
             preview = preview_of(opening.content) if opening is not None else None
             if preview is not None:
-                row.preview = preview
-        # The versioned UPDATE goes first: a stale writer stops here, before any of its
-        # rows is written (and, on PostgreSQL, before it could wait on the winner's seqs).
-        flush_versioned(self._session, record)
-        connection = self._session.connection()
-        if replace:
-            connection.execute(_DELETE_ALL, {"id": record.id})
+                values["preview"] = preview
         stored = [
             from_stored(
                 Message,
@@ -347,12 +343,26 @@ class MessageRepository(Repository):
             }
             for message in stored
         ]
-        if rows:
-            # One prebuilt INSERT (a batch for several): the rows need no identity map. A
-            # key inserted meanwhile by a writer that bypassed the revision is a duplicate.
-            with duplicate_as(lambda: _duplicate(record.id)):
+        # A key inserted meanwhile by a writer that bypassed the revision is a duplicate.
+        with duplicate_as(lambda: _duplicate(record.id)):
+            if (
+                not replace
+                and 0 < len(rows) <= ONE_STATEMENT_ROWS
+                and appends_in_one_statement(self._session)
+            ):
+                after = write_versioned_and_insert(self._session, record, values, _MESSAGES, rows)
+                return after, stored
+            # The versioned UPDATE goes first: a stale writer stops here, before any of
+            # its rows is written (and, on PostgreSQL, before it could wait on the
+            # winner's seqs).
+            after = write_versioned(self._session, record, values)
+            connection = self._session.connection()
+            if replace:
+                connection.execute(_DELETE_ALL, {"id": record.id})
+            if rows:
+                # One prebuilt INSERT (a batch for several): no identity map needed.
                 connection.execute(_INSERT, rows if len(rows) > 1 else rows[0])
-        return written_record(self._session, row), stored
+        return after, stored
 
     def _merge_scopes(self, record: SessionRecord, deltas: dict[str, StateDelta]) -> None:
         """Merge the app and user state deltas of a call, in that order (after the
@@ -482,12 +492,13 @@ class MessageRepository(Repository):
         if not newest:
             current = record if blind else current_or_conflict(self._session, record)
             return Popped(session=current, messages=[])
-        row = versioned_row(self._session, record)
-        row.message_count = record.message_count - len(newest)
-        row.updated_at = self._work.settings.now()
-        flush_versioned(self._session, record)
+        values = {
+            "message_count": record.message_count - len(newest),
+            "updated_at": self._work.settings.now(),
+        }
+        after = write_versioned(self._session, record, values)
         self._session.connection().execute(_DELETE_FROM, {"id": record.id, "seq": newest[0].seq})
-        return Popped(session=written_record(self._session, row), messages=newest)
+        return Popped(session=after, messages=newest)
 
     @operation(writes=False)
     def last(self, id: str, n: int) -> list[Message]:
@@ -540,6 +551,26 @@ class MessageRepository(Repository):
         rows = _LOG.rows(self._session, id, _TIME_READS[before, last is not None], **params)
         found = messages_of(rows, id)
         return found[::-1] if last is not None else found
+
+    @operation(writes=False, snapshot=True)
+    def conversation(self, id: str, *, last: int | None = None) -> Conversation:
+        """The session and its whole conversation, or its newest ``last`` messages (in
+        seq order), read in one read-only transaction on one snapshot: what an agent
+        loads at the start of a turn, in one call.
+
+        Raises:
+            NotFoundError: no such session.
+            ValidationError: a ``last`` below 1.
+        """
+        validate_id(id)
+        count = None if last is None else bounded_int(last, "last", low=1, high=MAX_READ)
+        record = load_record(self._session, id)
+        if count is None:
+            rows = _LOG.all_rows(self._session, id)
+        else:
+            rows = _LOG.last_rows(self._session, id, count)
+        found = {"session": record, "messages": messages_of(rows, id)}
+        return from_stored(Conversation, found)
 
     @operation(writes=False)
     def all(self, id: str) -> list[Message]:
@@ -689,6 +720,17 @@ class AsyncMessageRepository:
             ValidationError: a naive ``at``, a ``last`` below 1.
         """
         return await spawn(self._proxied.before, id, at, last=last)
+
+    async def conversation(self, id: str, *, last: int | None = None) -> Conversation:
+        """The session and its whole conversation, or its newest ``last`` messages (in
+        seq order), read in one read-only transaction on one snapshot: what an agent
+        loads at the start of a turn, in one call.
+
+        Raises:
+            NotFoundError: no such session.
+            ValidationError: a ``last`` below 1.
+        """
+        return await spawn(self._proxied.conversation, id, last=last)
 
     async def all(self, id: str) -> list[Message]:
         """The whole conversation, in seq order.

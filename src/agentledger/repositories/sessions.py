@@ -53,14 +53,12 @@ from ._session_row import (
     SUMMARY_COLUMNS,
     SUMMARY_EXTRAS,
     Lock,
-    flush_versioned,
     load_record,
     record_of,
     selected,
     session_exists,
     summary_of,
-    versioned_row,
-    written_record,
+    write_versioned,
 )
 from .checkpoints import CheckpointRepository
 from .grants import GrantRepository
@@ -362,11 +360,13 @@ class SessionRepository(Repository):
         title = _text(record.title, field="title", max_length=512)
         model = _text(record.model, field="model", max_length=255)
         state = check_object(record.state, path="state", limits=limits, jsonb=True)
-        row = versioned_row(self._session, record)
-        row.title, row.model, row.state = title, model, state
-        row.updated_at = self._work.settings.now()
-        flush_versioned(self._session, record)
-        return written_record(self._session, row)
+        values = {
+            "title": title,
+            "model": model,
+            "state": state,
+            "updated_at": self._work.settings.now(),
+        }
+        return write_versioned(self._session, record, values)
 
     @operation(writes=True)
     def finalize(self, id: str, summary: RunSummary) -> SessionRecord:

@@ -44,6 +44,7 @@ from .checkpoints import (
 from .conversation import (
     AppendResultContract,
     AppendWithStateContract,
+    ConversationReadContract,
     MessageTimeContract,
     PopContract,
     StepQueryContract,
@@ -72,6 +73,7 @@ __all__ = [
     "CheckpointContract",
     "CheckpointExpiryContract",
     "ConcurrencyContract",
+    "ConversationReadContract",
     "FinalizeContract",
     "GrantContract",
     "Harness",

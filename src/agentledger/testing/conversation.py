@@ -306,3 +306,41 @@ class StepQueryContract:
         with pytest.raises(ValidationError) as raised:
             await harness.ledger.steps.by_run("any", "run", limit=0)
         assert raised.value.path == "limit"
+
+
+class ConversationReadContract:
+    """``messages.conversation``: the session and its messages in one call."""
+
+    async def test_conversation_reads_the_session_and_every_message(self, harness: Harness) -> None:
+        record = await harness.ledger.sessions.create("turn")
+        done = await harness.ledger.messages.append(record, [at(0), at(1), at(2)])
+        read = await harness.ledger.messages.conversation("turn")
+        assert read.session == done.session
+        assert read.messages == done.messages
+        assert read.session.message_count == len(read.messages)
+
+    async def test_conversation_with_last_reads_the_newest_in_seq_order(
+        self, harness: Harness
+    ) -> None:
+        await harness.ledger.sessions.create("tail")
+        await harness.ledger.messages.append("tail", [at(n) for n in range(5)])
+        read = await harness.ledger.messages.conversation("tail", last=2)
+        assert [m.seq for m in read.messages] == [4, 5]
+        assert read.session.message_count == 5
+
+    async def test_conversation_of_an_empty_session_has_no_messages(self, harness: Harness) -> None:
+        record = await harness.ledger.sessions.create("empty")
+        read = await harness.ledger.messages.conversation("empty", last=10)
+        assert (read.session, read.messages) == (record, [])
+
+    async def test_conversation_of_an_unknown_session_is_not_found(self, harness: Harness) -> None:
+        with pytest.raises(NotFoundError):
+            await harness.ledger.messages.conversation("nobody")
+
+    @pytest.mark.parametrize("last", [0, -1, 2**31, True])
+    async def test_conversation_refuses_a_last_out_of_range(
+        self, harness: Harness, last: Any
+    ) -> None:
+        await harness.ledger.sessions.create("bounds")
+        with pytest.raises(ValidationError, match="last"):
+            await harness.ledger.messages.conversation("bounds", last=last)
