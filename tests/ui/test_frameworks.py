@@ -43,11 +43,22 @@ def _review(state: Draft) -> dict[str, str]:
     return {"answer": state["answer"] + (" (approved)" if approved else "")}
 
 
+def _outline(state: Draft) -> dict[str, str]:
+    return {"topic": state["topic"].strip()}
+
+
 def _langgraph_thread(url: URL) -> str:
     """A thread paused at an interrupt, then forked by replaying from an earlier
-    checkpoint, with one JSON-typed pending write; returns its session id."""
+    checkpoint, with one JSON-typed pending write, its draft made by a subgraph (a
+    namespace of its own); returns its session id."""
+    subgraph = StateGraph(Draft)
+    subgraph.add_node("outline", _outline)
+    subgraph.add_node("write", _draft)
+    subgraph.add_edge(START, "outline")
+    subgraph.add_edge("outline", "write")
+    subgraph.add_edge("write", END)
     graph = StateGraph(Draft)
-    graph.add_node("draft", _draft)
+    graph.add_node("draft", subgraph.compile())
     graph.add_node("review", _review)
     graph.add_edge(START, "draft")
     graph.add_edge("draft", "review")
@@ -145,8 +156,8 @@ def test_a_langgraph_thread_shows_its_checkpoints_as_a_tree_with_the_fork_and_la
     client: TestClient, made: dict[str, str]
 ) -> None:
     view = client.get(f"/sessions/{made['langgraph']}.json").json()["langgraph"]
-    (root,) = view["namespaces"]
-    assert root["checkpoint_ns"] == "" and root["count"] == view["count"] == 5
+    root = view["namespaces"][0]
+    assert root["checkpoint_ns"] == "" and root["count"] == 5
     ((first, fork),) = root["branches"]
     assert (first["step"], first["source"], fork["step"]) == (-1, "input", 0)
     assert fork["fork"] and len(fork["branches"]) == 2
@@ -156,6 +167,21 @@ def test_a_langgraph_thread_shows_its_checkpoints_as_a_tree_with_the_fork_and_la
     assert replayed["latest"] and replayed["checkpoint_id"] == root["latest"]
     page = client.get(f"/sessions/{made['langgraph']}").text
     assert "fork: 2 branches" in page and "LangGraph checkpoints" in page
+
+
+def test_each_subgraph_run_of_a_langgraph_thread_is_a_namespace_with_its_own_latest(
+    client: TestClient, made: dict[str, str]
+) -> None:
+    view = client.get(f"/sessions/{made['langgraph']}.json").json()["langgraph"]
+    _, *subgraphs = view["namespaces"]
+    assert len(subgraphs) == 2 and view["count"] == 5 + 4 + 4
+    for space in subgraphs:
+        assert space["checkpoint_ns"].startswith("draft:") and space["count"] == 4
+        (chain,) = space["branches"]
+        assert [n["latest"] for n in chain] == [False, False, False, True]
+        assert chain[-1]["checkpoint_id"] == space["latest"]
+    page = client.get(f"/sessions/{made['langgraph']}").text
+    assert f"Namespace <code>{subgraphs[0]['checkpoint_ns']}</code>" in page
 
 
 def test_langgraph_pending_writes_show_json_decoded_and_other_types_as_type_and_size(

@@ -772,7 +772,7 @@ class LangGraphRepository(Repository):
                     CHECKPOINTS.c.session_id,
                 )
                 .where(CHECKPOINTS.c.session_id == session_id)
-                .order_by(CHECKPOINTS.c.checkpoint_id.desc(), CHECKPOINTS.c.checkpoint_ns.desc())
+                .order_by(CHECKPOINTS.c.checkpoint_id.desc())
                 .limit(wanted + 1)
             )
             .all()
