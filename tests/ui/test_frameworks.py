@@ -199,7 +199,7 @@ def test_langgraph_pending_writes_show_json_decoded_and_other_types_as_type_and_
     assert re.search(r"msgpack · \d+ B", page) and "&#34;n&#34;: 1" in page
 
 
-def test_openai_items_show_their_text_and_function_calls_folded(
+def test_openai_items_show_their_text_and_function_calls_folded_results_named_by_call(
     client: TestClient, made: dict[str, str]
 ) -> None:
     messages = client.get(f"/sessions/{made['openai-agents']}.json").json()["messages"]
@@ -208,7 +208,7 @@ def test_openai_items_show_their_text_and_function_calls_folded(
         {"kind": "call", "name": "get_weather", "call_id": "call-w1", "body": {"city": "Porto"}}
     ]
     assert messages[2]["tools"] == [
-        {"kind": "result", "name": None, "call_id": "call-w1", "body": "sunny, 21 C"}
+        {"kind": "result", "name": "get_weather", "call_id": "call-w1", "body": "sunny, 21 C"}
     ]
     assert messages[3]["text"] == f"Sunny. {HOSTILE}"
     page = client.get(f"/sessions/{made['openai-agents']}").text

@@ -188,7 +188,7 @@ async def session_page(ledger: AsyncLedger, id: str, *, after: int | None = None
         )
     return {
         "session": session,
-        "messages": [message_view(message) for message in messages],
+        "messages": named_results([message_view(message) for message in messages]),
         "earlier": _earlier(messages),
         "later": messages[-1].seq if messages and messages[-1].seq < record.message_seq else None,
         "steps": timeline(view.steps),
@@ -252,6 +252,22 @@ def message_view(message: Message) -> dict[str, Any]:
         "tool_calls": calls,
         "tools": [tool_view(call) for call in calls],
     }
+
+
+def named_results(views: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``views`` with each nameless tool result named after the call of its call id
+    among them (an OpenAI ``function_call_output`` has only the call id)."""
+    names = {
+        tool["call_id"]: tool["name"]
+        for view in views
+        for tool in view["tools"]
+        if tool["kind"] == "call" and tool["call_id"] and tool["name"]
+    }
+    for view in views:
+        for tool in view["tools"]:
+            if tool["kind"] == "result" and tool["name"] is None:
+                tool["name"] = names.get(tool["call_id"])
+    return views
 
 
 def tool_view(call: Any) -> dict[str, Any]:
