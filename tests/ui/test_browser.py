@@ -11,6 +11,7 @@ skips saying so; under CI=true it fails instead.
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import os
 import shutil
@@ -22,6 +23,7 @@ from typing import Any
 
 import pytest
 import uvicorn
+from sqlalchemy.engine import make_url
 
 from agentledger import Ledger
 from agentledger.ui import create_app
@@ -30,6 +32,7 @@ from ..databases import IN_CI
 from . import conftest
 from ._data import NOW, Clock, fill
 from .test_cli import free_port
+from .test_frameworks import _adk_session, _langgraph_thread, _openai_session
 
 CHROMIUM = os.environ.get("AGENTLEDGER_TEST_CHROMIUM", "/usr/bin/chromium")
 SCREENSHOTS_ENV = "AGENTLEDGER_UI_SCREENSHOTS"
@@ -49,6 +52,10 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with Ledger(url, clock=Clock()) as ledger:
         ledger.upgrade()
         fill(ledger)
+    # Sessions made through the real integrations, newer than fill's (the real clock).
+    _langgraph_thread(make_url(url))
+    asyncio.run(_openai_session(url))
+    asyncio.run(_adk_session(url))
     port = free_port()
     config = uvicorn.Config(
         create_app(url, clock=lambda: NOW), host="127.0.0.1", port=port, log_level="warning"
@@ -112,7 +119,7 @@ def test_the_session_list_follows_to_a_session_with_its_checkpoint_tree(
 ) -> None:
     page.goto(f"{base_url}/sessions")
     rows = page.locator("table.sessions tbody tr")
-    assert rows.count() == 5
+    assert rows.count() == 8
     page.screenshot(path=str(screenshots / "ui-sessions.png"), full_page=True)
 
     page.get_by_role("link", name="trip-lisbon").click()
@@ -158,4 +165,36 @@ def test_hostile_content_runs_no_script(base_url: str, page: Any) -> None:
     page.get_by_role("button", name="Unfold all").click()
     assert page.locator("img").count() == 0
     assert '<script>alert("x")</script>' in page.locator("h1").inner_text()
+    assert page.problems == []
+
+
+def test_a_langgraph_thread_shows_its_namespaces_fork_and_interrupt(
+    base_url: str, page: Any, screenshots: Path
+) -> None:
+    page.goto(f"{base_url}/sessions?framework=langgraph")
+    page.locator("table.sessions tbody tr a").first.click()
+    page.wait_for_url(f"{base_url}/sessions/langgraph.*")
+    section = page.locator("#langgraph")
+    assert section.locator("h4.namespace").count() == 3  # the root namespace and two subgraph runs
+    assert section.locator(".badge.fork").first.inner_text() == "fork: 2 branches"
+    assert section.locator(".badge.held").count() == 2
+    page.locator("#langgraph li.latest details.lg-meta").first.evaluate("f => f.open = true")
+    section.scroll_into_view_if_needed()
+    page.screenshot(path=str(screenshots / "ui-langgraph.png"), full_page=True)
+    assert page.problems == []
+
+
+def test_an_openai_agents_session_shows_its_function_call_folded(
+    base_url: str, page: Any, screenshots: Path
+) -> None:
+    page.goto(f"{base_url}/sessions?framework=openai-agents")
+    page.locator("table.sessions tbody tr a").first.click()
+    page.wait_for_url(f"{base_url}/sessions/openai-agents.*")
+    fold = page.locator("details.tool-call.kind-call").first
+    assert fold.get_attribute("open") is None
+    assert "get_weather" in fold.locator("summary").inner_text()
+    assert page.locator("img").count() == 0
+    page.get_by_role("button", name="Unfold all").click()
+    assert fold.get_attribute("open") is not None
+    page.screenshot(path=str(screenshots / "ui-openai-agents.png"), full_page=True)
     assert page.problems == []

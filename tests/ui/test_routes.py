@@ -146,7 +146,9 @@ def test_the_session_page_shows_the_conversation_with_tool_calls_folded(
     ]
     page = client.get(f"/sessions/{data['plain']}").text
     assert re.search(
-        r'<details class="tool-call"><summary>tool call</summary><pre>[^<]*museum_search', page
+        r'<details class="tool-call kind-call"><summary>tool call <code>museum_search</code>'
+        r' <span class="dim">call-1</span></summary><pre>\{\}</pre>',
+        page,
     )
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal, cast
 
 from sqlalchemy import (
@@ -26,6 +27,7 @@ from sqlalchemy import (
     Text,
     and_,
     bindparam,
+    case,
     delete,
     func,
     literal,
@@ -169,6 +171,67 @@ class StoredCheckpoint:
     """Channel -> serialized value, for the channels that have one."""
     pending_writes: list[StoredWrite]
     """The writes pending on it, in LangGraph's order (task path, task id, index)."""
+
+
+SHOWN_VALUE_BYTES = 4096
+"""The largest ``json``-typed value ``session_rows`` returns the bytes of (others: size)."""
+
+
+@dataclass(frozen=True)
+class CheckpointRow:
+    """A checkpoint row as a viewer lists it: its place in the tree and its metadata,
+    the serialized checkpoint only as its type tag and size."""
+
+    checkpoint_ns: str
+    """The namespace (empty for the root graph)."""
+    checkpoint_id: str
+    """The checkpoint id (time-ordered)."""
+    parent_checkpoint_id: str | None
+    """The checkpoint it was written from."""
+    metadata: dict[str, Any]
+    """Its metadata (source, step, run id...)."""
+    type: str
+    """The serializer's type tag of the checkpoint."""
+    size: int
+    """The serialized checkpoint's size in bytes."""
+    created_at: datetime
+    """When it was stored."""
+
+
+@dataclass(frozen=True)
+class WriteRow:
+    """A pending write as a viewer lists it: the value's bytes only when it is ``json``
+    and at most ``SHOWN_VALUE_BYTES`` (else None: show its type and size)."""
+
+    checkpoint_ns: str
+    """The checkpoint's namespace."""
+    checkpoint_id: str
+    """The checkpoint the write is pending on."""
+    task_id: str
+    """The task that wrote it."""
+    idx: int
+    """Its index (negative for special channels: error, interrupt, resume...)."""
+    channel: str
+    """The channel written."""
+    type: str
+    """The serializer's type tag."""
+    size: int
+    """The serialized value's size in bytes."""
+    value: bytes | None
+    """The serialized value when small and ``json``-typed."""
+
+
+@dataclass(frozen=True)
+class SessionRows:
+    """A thread's newest checkpoints (newest first, across namespaces) and the pending
+    writes on them, as ``LangGraphRepository.session_rows`` reads them."""
+
+    checkpoints: list[CheckpointRow]
+    """Newest first, at most the limit asked for."""
+    writes: list[WriteRow]
+    """Writes pending on those checkpoints, at most the limit asked for."""
+    more: bool
+    """Whether the thread has older checkpoints than those read."""
 
 
 _Values = dict[tuple[str, str, str, str], Typed]
@@ -679,6 +742,100 @@ class LangGraphRepository(Repository):
             writes.sort(key=lambda write: (write.task_path, write.task_id, write.idx))
         return found
 
+    @operation(writes=False)
+    def session_rows(
+        self, session_id: str, *, checkpoints: int = 200, writes: int = 500
+    ) -> SessionRows:
+        """The newest ``checkpoints`` checkpoints of session ``session_id`` (a thread, by
+        its session id, whatever its scope) across its namespaces, and up to ``writes``
+        writes pending on them: for a viewer, read-only, two indexed queries (the
+        ``(session_id, checkpoint_id)`` index, then the writes' primary key). Values stay
+        serialized: a type tag and bytes, only small ``json`` ones included.
+
+        Raises:
+            ValidationError: a bad session id or limit.
+        """
+        session_id = checked_text(session_id, "session_id", max_length=128)
+        wanted = bounded_int(checkpoints, "checkpoints", high=10_000)
+        most = bounded_int(writes, "writes", high=100_000)
+        rows = (
+            self._connection()
+            .execute(
+                select(
+                    CHECKPOINTS.c.checkpoint_ns,
+                    CHECKPOINTS.c.checkpoint_id,
+                    CHECKPOINTS.c.parent_checkpoint_id,
+                    CHECKPOINTS.c.metadata,
+                    CHECKPOINTS.c.type,
+                    func.length(CHECKPOINTS.c.checkpoint).label("size"),
+                    CHECKPOINTS.c.created_at,
+                    CHECKPOINTS.c.session_id,
+                )
+                .where(CHECKPOINTS.c.session_id == session_id)
+                .order_by(CHECKPOINTS.c.checkpoint_id.desc())
+                .limit(wanted + 1)
+            )
+            .all()
+        )
+        more = len(rows) > wanted
+        rows = rows[:wanted]
+        found = [
+            CheckpointRow(
+                checkpoint_ns=row.checkpoint_ns,
+                checkpoint_id=row.checkpoint_id,
+                parent_checkpoint_id=row.parent_checkpoint_id,
+                metadata=self._metadata(row),
+                type=row.type,
+                size=int(row.size),
+                created_at=row.created_at,
+            )
+            for row in rows
+        ]
+        pending: builtins.list[WriteRow] = []
+        places = sorted({(row.checkpoint_ns, row.checkpoint_id) for row in rows})
+        if places and most:
+            small_json = and_(
+                WRITES.c.type == "json", func.length(WRITES.c.blob) <= SHOWN_VALUE_BYTES
+            )
+            query = (
+                select(
+                    WRITES.c.checkpoint_ns,
+                    WRITES.c.checkpoint_id,
+                    WRITES.c.task_id,
+                    WRITES.c.idx,
+                    WRITES.c.channel,
+                    WRITES.c.type,
+                    func.length(WRITES.c.blob).label("size"),
+                    case((small_json, WRITES.c.blob), else_=None).label("value"),
+                )
+                .where(
+                    WRITES.c.session_id == session_id,
+                    tuple_(WRITES.c.checkpoint_ns, WRITES.c.checkpoint_id).in_(places),
+                )
+                .order_by(
+                    WRITES.c.checkpoint_ns,
+                    WRITES.c.checkpoint_id,
+                    WRITES.c.task_path,
+                    WRITES.c.task_id,
+                    WRITES.c.idx,
+                )
+                .limit(most)
+            )
+            pending = [
+                WriteRow(
+                    checkpoint_ns=row.checkpoint_ns,
+                    checkpoint_id=row.checkpoint_id,
+                    task_id=row.task_id,
+                    idx=row.idx,
+                    channel=row.channel,
+                    type=row.type,
+                    size=int(row.size),
+                    value=None if row.value is None else bytes(row.value),
+                )
+                for row in self._connection().execute(query)
+            ]
+        return SessionRows(checkpoints=found, writes=pending, more=more)
+
     # -- removing and copying ----------------------------------------------------------
 
     @operation(writes=True)
@@ -940,6 +1097,22 @@ class AsyncLangGraphRepository:
             )
         ):
             yield item
+
+    async def session_rows(
+        self, session_id: str, *, checkpoints: int = 200, writes: int = 500
+    ) -> SessionRows:
+        """The newest ``checkpoints`` checkpoints of session ``session_id`` (a thread, by
+        its session id, whatever its scope) across its namespaces, and up to ``writes``
+        writes pending on them: for a viewer, read-only, two indexed queries (the
+        ``(session_id, checkpoint_id)`` index, then the writes' primary key). Values stay
+        serialized: a type tag and bytes, only small ``json`` ones included.
+
+        Raises:
+            ValidationError: a bad session id or limit.
+        """
+        return await spawn(
+            self._proxied.session_rows, session_id, checkpoints=checkpoints, writes=writes
+        )
 
     async def delete_thread(self, thread_id: str) -> bool:
         """Delete the thread: its session, with every namespace, checkpoint, value and

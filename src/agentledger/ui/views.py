@@ -11,7 +11,10 @@ Each page is a bounded number of indexed queries:
   key, its last messages, last steps, newest checkpoints (each on ``(session_id, seq)``),
   the latest checkpoint's payload (by the same index), its active grants, and its app
   and user state by primary key; ``?after=`` reads a
-  window of messages instead of the last ones (the same index);
+  window of messages instead of the last ones (the same index); a LangGraph thread's
+  checkpoints, in LangGraph's own tables, are one more read-only read of two queries
+  (``LangGraphRepository.session_rows``: the ``(session_id, checkpoint_id)`` index and
+  the writes' primary key);
 - usage: three grouped range scans of the steps' ``(started_at, model)`` index (per
   day, per model, per user, the last joined to the sessions by primary key).
 """
@@ -19,8 +22,10 @@ Each page is a bounded number of indexed queries:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -29,6 +34,13 @@ from ..clock import system_clock
 from ..integrations import FRAMEWORKS, Framework, framework_id_prefix, framework_of
 from ..ledger import AsyncLedger
 from ..records import Checkpoint, CheckpointInfo, Message, Step, TokenUsage, UsageGroup
+from ..repositories.langgraph import (
+    AsyncLangGraphRepository,
+    CheckpointRow,
+    LangGraphRepository,
+    SessionRows,
+    WriteRow,
+)
 
 PAGE_SIZES = (25, 50, 100, 200)
 """The page sizes the sessions page offers (the first is the default)."""
@@ -167,15 +179,23 @@ async def session_page(ledger: AsyncLedger, id: str, *, after: int | None = None
         )
     session = record.model_dump(mode="json")
     session["framework"] = framework_of(record.id)
+    threads = None
+    if session["framework"] == "langgraph":
+        # LangGraph keeps its checkpoints in tables of its own: one more read-only read.
+        repository = AsyncLangGraphRepository(LangGraphRepository(ledger.sync_ledger))
+        threads = langgraph_threads(
+            await repository.session_rows(record.id, checkpoints=CHECKPOINTS_SHOWN)
+        )
     return {
         "session": session,
-        "messages": [message_view(message) for message in messages],
+        "messages": named_results([message_view(message) for message in messages]),
         "earlier": _earlier(messages),
         "later": messages[-1].seq if messages and messages[-1].seq < record.message_seq else None,
         "steps": timeline(view.steps),
         "grants": [grant.model_dump(mode="json") for grant in view.grants],
         "checkpoints": checkpoint_tree(view.checkpoints, latest=record.latest_checkpoint_ref),
         "paused": paused_at(latest) if latest else None,
+        "langgraph": threads,
         "app_state": app_state.model_dump(mode="json") if app_state else None,
         "user_state": user_state.model_dump(mode="json") if user_state else None,
     }
@@ -207,17 +227,81 @@ def _earlier(messages: list[Message]) -> int | None:
     return max(0, messages[0].seq - 1 - MESSAGES_SHOWN)
 
 
-_TOOL_KEYS = ("tool_calls", "function_call", "functionCall", "function_response")
-_TOOL_TYPES = {"function_call", "tool_call", "function_call_output", "tool_result", "tool_use"}
+_CALL_TYPES = {"function_call", "tool_call", "tool_use", "computer_call", "custom_tool_call"}
+_RESULT_TYPES = {
+    "function_call_output",
+    "tool_result",
+    "computer_call_output",
+    "custom_tool_call_output",
+}
+_TEXT_KEYS = ("text", "content", "output_text", "refusal")
 
 
 def message_view(message: Message) -> dict[str, Any]:
-    """A message as the page shows it: the record, its text and the tool calls in it
-    (folded on the page). Frameworks shape content differently (a string;
-    ``{"text": ...}``; OpenAI items with a ``type``; ADK's ``parts``), so text and tool
-    calls are looked for, and the whole content is always there too."""
+    """A message as the page shows it: the record, its text, the tool calls in it as
+    found (``tool_calls``) and as the page folds them (``tools``: each a call or a
+    result, with its name, call id and body). Frameworks shape content differently (a
+    string; ``{"text": ...}``; OpenAI Agents items with a ``type``: messages with
+    ``output_text`` parts, ``function_call`` / ``function_call_output``; ADK contents
+    with ``parts``: ``text``, ``function_call``, ``function_response``), so text and
+    tool calls are looked for, and the whole content is always there too."""
     text, calls = _text_and_calls(message.content)
-    return {**message.model_dump(mode="json"), "text": text, "tool_calls": calls}
+    return {
+        **message.model_dump(mode="json"),
+        "text": text,
+        "tool_calls": calls,
+        "tools": [tool_view(call) for call in calls],
+    }
+
+
+def named_results(views: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``views`` with each nameless tool result named after the call of its call id
+    among them (an OpenAI ``function_call_output`` has only the call id)."""
+    names = {
+        tool["call_id"]: tool["name"]
+        for view in views
+        for tool in view["tools"]
+        if tool["kind"] == "call" and tool["call_id"] and tool["name"]
+    }
+    for view in views:
+        for tool in view["tools"]:
+            if tool["kind"] == "result" and tool["name"] is None:
+                tool["name"] = names.get(tool["call_id"])
+    return views
+
+
+def tool_view(call: Any) -> dict[str, Any]:
+    """One tool call or result as the page folds it: ``kind`` (``call`` or
+    ``result``), ``name`` and ``call_id`` when it has them, and ``body``: the arguments
+    of a call (decoded when a JSON string), the output of a result, else all of it."""
+    if not isinstance(call, dict):
+        return {"kind": "call", "name": None, "call_id": None, "body": call}
+    kind = "result" if call.get("type") in _RESULT_TYPES else "call"
+    body: Any = call
+    inner = call.get("function")
+    name = call.get("name")
+    if isinstance(inner, dict):  # chat completions: {"function": {"name", "arguments"}}
+        name, body = inner.get("name"), inner.get("arguments", inner)
+    elif "arguments" in call:
+        body = call["arguments"]
+    elif "args" in call:  # ADK function_call
+        body = call["args"]
+    elif "response" in call:  # ADK function_response
+        kind, body = "result", call["response"]
+    elif "output" in call:
+        body = call["output"]
+    elif "input" in call:
+        body = call["input"]
+    if isinstance(body, str):
+        with contextlib.suppress(ValueError):
+            body = json.loads(body)
+    call_id = call.get("call_id") or call.get("id") or call.get("tool_use_id")
+    return {
+        "kind": kind,
+        "name": name if isinstance(name, str) else None,
+        "call_id": call_id if isinstance(call_id, str) else None,
+        "body": body,
+    }
 
 
 def _text_and_calls(content: Any) -> tuple[str, list[Any]]:
@@ -239,16 +323,20 @@ def _collect(value: Any, texts: list[str], calls: list[Any], *, depth: int) -> N
         return
     if not isinstance(value, dict):
         return
-    if value.get("type") in _TOOL_TYPES:
+    if value.get("type") in _CALL_TYPES | _RESULT_TYPES:
         calls.append(value)
         return
-    for key in ("text", "content", "output_text"):
+    for key in _TEXT_KEYS:
         if isinstance(value.get(key), str):
             texts.append(value[key])
-    for key in _TOOL_KEYS:
-        if value.get(key):
-            found = value[key]
+    for key in ("tool_calls", "function_call", "functionCall"):
+        found = value.get(key)
+        if found:
             calls.extend(found if isinstance(found, list) else [found])
+    for key in ("function_response", "functionResponse"):
+        found = value.get(key)
+        if isinstance(found, dict):
+            calls.append({"response": None, **found})
     for key in ("content", "parts"):
         if isinstance(value.get(key), list | dict):
             _collect(value[key], texts, calls, depth=depth + 1)
@@ -277,38 +365,126 @@ def timeline(steps: list[Step]) -> dict[str, Any]:
 
 
 def checkpoint_tree(checkpoints: list[CheckpointInfo], *, latest: str | None) -> dict[str, Any]:
-    """The checkpoints as a tree by ``parent_ref``, oldest first, in branches: a branch
-    is a chain of checkpoints each the parent of the next, down to one with no child or
-    with several (a fork, whose ``branches`` follow). Chains stay flat, so a run saved
-    200 times is one list, not 200 levels. A checkpoint whose parent is not among those
-    read (older, expired, pruned) starts a branch of the top level, ``parent_missing``."""
-    known = {info.ref for info in checkpoints}
-    children: dict[str | None, list[CheckpointInfo]] = {}
-    for info in sorted(checkpoints, key=lambda item: item.seq):
-        parent = info.parent_ref if info.parent_ref in known else None
-        children.setdefault(parent, []).append(info)
+    """The checkpoints as a tree by ``parent_ref``, oldest first, in branches (see
+    ``branches``)."""
+    ordered = sorted(checkpoints, key=lambda item: item.seq)
 
-    def branch(start: CheckpointInfo) -> list[dict[str, Any]]:
-        chain, info = [], start
+    def node(info: CheckpointInfo) -> dict[str, Any]:
+        return {**info.model_dump(mode="json"), "latest": info.ref == latest}
+
+    return {
+        "latest": latest,
+        "count": len(checkpoints),
+        "branches": branches(
+            ordered, ref=lambda info: info.ref, parent=lambda info: info.parent_ref, node=node
+        ),
+    }
+
+
+def branches(
+    items: list[Any],
+    *,
+    ref: Callable[[Any], str],
+    parent: Callable[[Any], str | None],
+    node: Callable[[Any], dict[str, Any]],
+) -> list[list[dict[str, Any]]]:
+    """``items`` (oldest first) as a tree by parent, in branches: a branch is a chain of
+    nodes each the parent of the next, down to one with no child or with several (a
+    fork, whose ``branches`` follow). Chains stay flat, so a run saved 200 times is one
+    list, not 200 levels. An item whose parent is not among them (older, expired,
+    pruned) starts a branch of the top level, ``parent_missing``."""
+    known = {ref(item) for item in items}
+    children: dict[str | None, list[Any]] = {}
+    for item in items:
+        above = parent(item)
+        children.setdefault(above if above in known else None, []).append(item)
+
+    def branch(start: Any) -> list[dict[str, Any]]:
+        chain, item = [], start
         while True:
-            below = children.get(info.ref, [])
+            below = children.get(ref(item), [])
+            above = parent(item)
             chain.append(
                 {
-                    **info.model_dump(mode="json"),
-                    "latest": info.ref == latest,
+                    **node(item),
                     "fork": len(below) > 1,
-                    "parent_missing": info.parent_ref is not None and info.parent_ref not in known,
+                    "parent_missing": above is not None and above not in known,
                     "branches": [branch(child) for child in below] if len(below) > 1 else [],
                 }
             )
             if len(below) != 1:
                 return chain
-            info = below[0]
+            item = below[0]
 
+    return [branch(item) for item in children.get(None, [])]
+
+
+INTERRUPT_CHANNEL = "__interrupt__"
+"""The channel of LangGraph's pending writes that hold an interrupt."""
+
+
+def langgraph_threads(rows: SessionRows) -> dict[str, Any]:
+    """A LangGraph thread's checkpoints (from its own tables) as a tree per namespace:
+    parent ids, forks, the latest of each namespace, metadata (step, source, writes)
+    and the pending writes on each (interrupts apart). Values stay as stored: a
+    ``json``-typed one decoded, any other as its type and size."""
+    writes: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for write in rows.writes:
+        writes.setdefault((write.checkpoint_ns, write.checkpoint_id), []).append(_write_view(write))
+    by_namespace: dict[str, list[CheckpointRow]] = {}
+    for row in reversed(rows.checkpoints):  # oldest first
+        by_namespace.setdefault(row.checkpoint_ns, []).append(row)
+    namespaces = []
+    for ns in sorted(by_namespace):
+        items = by_namespace[ns]
+        latest = items[-1].checkpoint_id
+
+        def node(row: CheckpointRow, ns: str = ns, latest: str = latest) -> dict[str, Any]:
+            pending = writes.get((ns, row.checkpoint_id), [])
+            return {
+                "checkpoint_id": row.checkpoint_id,
+                "parent_checkpoint_id": row.parent_checkpoint_id,
+                "created_at": row.created_at.isoformat(),
+                "type": row.type,
+                "size": row.size,
+                "step": row.metadata.get("step"),
+                "source": row.metadata.get("source"),
+                "metadata_writes": row.metadata.get("writes"),
+                "metadata": row.metadata,
+                "latest": row.checkpoint_id == latest,
+                "writes": [w for w in pending if w["channel"] != INTERRUPT_CHANNEL],
+                "interrupts": [w for w in pending if w["channel"] == INTERRUPT_CHANNEL],
+            }
+
+        namespaces.append(
+            {
+                "checkpoint_ns": ns,
+                "latest": latest,
+                "count": len(items),
+                "branches": branches(
+                    items,
+                    ref=lambda row: row.checkpoint_id,
+                    parent=lambda row: row.parent_checkpoint_id,
+                    node=node,
+                ),
+            }
+        )
+    return {"count": len(rows.checkpoints), "more": rows.more, "namespaces": namespaces}
+
+
+def _write_view(write: WriteRow) -> dict[str, Any]:
+    decoded, value = write.type == "null", None
+    if write.value is not None:
+        with contextlib.suppress(ValueError):
+            value, decoded = json.loads(write.value), True
     return {
-        "latest": latest,
-        "count": len(checkpoints),
-        "branches": [branch(info) for info in children.get(None, [])],
+        "task_id": write.task_id,
+        "idx": write.idx,
+        "channel": write.channel,
+        "type": write.type,
+        "size": write.size,
+        "decoded": decoded,
+        "value": value,
     }
 
 

@@ -1,0 +1,251 @@
+"""Sessions made through the real framework integrations, as the viewer shows them on
+every database: a LangGraph thread's checkpoints (in LangGraph's own tables) as a tree
+per namespace with forks, the latest, metadata and pending writes and interrupts; OpenAI
+Agents items and ADK events as text with their tool calls and results folded; the
+framework filter and the "made by" column."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Iterator
+from typing import Any, TypedDict
+
+import pytest
+from google.adk.events import Event
+from google.genai import types
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
+from sqlalchemy.engine import URL
+from starlette.testclient import TestClient
+
+from agentledger import AsyncLedger, Ledger, ValidationError
+from agentledger.integrations.adk import LedgerSessionService
+from agentledger.integrations.langgraph import LedgerSaver
+from agentledger.integrations.openai_agents import LedgerSession
+from agentledger.repositories.langgraph import LangGraphRepository
+from agentledger.ui import create_app
+
+from ._data import HOSTILE, NOW
+
+
+class Draft(TypedDict):
+    topic: str
+    answer: str
+
+
+def _draft(state: Draft) -> dict[str, str]:
+    return {"answer": f"a draft about {state['topic']}"}
+
+
+def _review(state: Draft) -> dict[str, str]:
+    approved = interrupt({"question": "approve?", "draft": state["answer"]})
+    return {"answer": state["answer"] + (" (approved)" if approved else "")}
+
+
+def _outline(state: Draft) -> dict[str, str]:
+    return {"topic": state["topic"].strip()}
+
+
+def _langgraph_thread(url: URL) -> str:
+    """A thread paused at an interrupt, then forked by replaying from an earlier
+    checkpoint, with one JSON-typed pending write, its draft made by a subgraph (a
+    namespace of its own); returns its session id."""
+    subgraph = StateGraph(Draft)
+    subgraph.add_node("outline", _outline)
+    subgraph.add_node("write", _draft)
+    subgraph.add_edge(START, "outline")
+    subgraph.add_edge("outline", "write")
+    subgraph.add_edge("write", END)
+    graph = StateGraph(Draft)
+    graph.add_node("draft", subgraph.compile())
+    graph.add_node("review", _review)
+    graph.add_edge(START, "draft")
+    graph.add_edge("draft", "review")
+    graph.add_edge("review", END)
+    with Ledger(url) as ledger:
+        app = graph.compile(checkpointer=LedgerSaver(ledger))
+        config: Any = {"configurable": {"thread_id": "essay-1"}}
+        app.invoke({"topic": "tea"}, config)
+        history = list(app.get_state_history(config))
+        app.invoke(None, history[1].config)  # a second child of the step-0 checkpoint
+        latest = app.get_state(config).config["configurable"]["checkpoint_id"]
+        LangGraphRepository(ledger).put_writes(
+            "essay-1", "", latest, "task-json", [(0, "notes", ("json", b'{"n": 1}'))]
+        )
+        return ledger.sessions.get_by_key("essay-1", app_name="langgraph").id
+
+
+async def _openai_session(url: str) -> str:
+    ledger = AsyncLedger(url)
+    try:
+        session = LedgerSession("chat-1", ledger)
+        await session.add_items(
+            [
+                {"role": "user", "content": "What is the weather in Porto?"},
+                {
+                    "type": "function_call",
+                    "name": "get_weather",
+                    "call_id": "call-w1",
+                    "arguments": '{"city": "Porto"}',
+                },
+                {"type": "function_call_output", "call_id": "call-w1", "output": "sunny, 21 C"},
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "id": "msg-1",
+                    "content": [{"type": "output_text", "text": f"Sunny. {HOSTILE}"}],
+                },
+            ]
+        )
+        return await session.ledger_session_id()
+    finally:
+        await ledger.close()
+
+
+async def _adk_session(url: str) -> str:
+    ledger = AsyncLedger(url)
+    try:
+        service = LedgerSessionService(ledger)
+        session = await service.create_session(app_name="trips", user_id="ada")
+        call = types.FunctionCall(id="fc-1", name="find_train", args={"to": "Lisbon"})
+        answer = types.FunctionResponse(id="fc-1", name="find_train", response={"at": "9:05"})
+        for author, part in [
+            ("user", types.Part(text="A train to Lisbon, please")),
+            ("planner", types.Part(function_call=call)),
+            ("planner", types.Part(function_response=answer)),
+            ("planner", types.Part(text="The 9:05 train.")),
+        ]:
+            role = "user" if author == "user" else "model"
+            event = Event(author=author, content=types.Content(role=role, parts=[part]))
+            await service.append_event(session, event)
+        found = await ledger.sessions.get_by_key(session.id, app_name="trips", user_id="ada")
+        return found.id
+    finally:
+        await ledger.close()
+
+
+@pytest.fixture(scope="module")
+def made(migrated_url: URL) -> dict[str, str]:
+    url = migrated_url.render_as_string(hide_password=False)
+    return {
+        "langgraph": _langgraph_thread(migrated_url),
+        "openai-agents": asyncio.run(_openai_session(url)),
+        "adk": asyncio.run(_adk_session(url)),
+    }
+
+
+@pytest.fixture(scope="module")
+def client(migrated_url: URL, made: dict[str, str]) -> Iterator[TestClient]:
+    url = migrated_url.render_as_string(hide_password=False)
+    with TestClient(create_app(url, clock=lambda: NOW)) as client:
+        yield client
+
+
+@pytest.mark.parametrize("framework", ["langgraph", "openai-agents", "adk"])
+def test_each_frameworks_session_is_made_by_it_and_found_by_its_filter(
+    client: TestClient, made: dict[str, str], framework: str
+) -> None:
+    listed = client.get("/sessions.json", params={"framework": framework}).json()["sessions"]
+    assert [(item["id"], item["framework"]) for item in listed] == [(made[framework], framework)]
+    page = client.get("/sessions", params={"framework": framework}).text
+    assert made[framework] in page and f"<td>{framework}</td>" in page
+
+
+def test_a_langgraph_thread_shows_its_checkpoints_as_a_tree_with_the_fork_and_latest(
+    client: TestClient, made: dict[str, str]
+) -> None:
+    view = client.get(f"/sessions/{made['langgraph']}.json").json()["langgraph"]
+    root = view["namespaces"][0]
+    assert root["checkpoint_ns"] == "" and root["count"] == 5
+    ((first, fork),) = root["branches"]
+    assert (first["step"], first["source"], fork["step"]) == (-1, "input", 0)
+    assert fork["fork"] and len(fork["branches"]) == 2
+    (paused,), (copied, replayed) = fork["branches"]
+    assert paused["interrupts"] and not paused["latest"]
+    assert (copied["source"], copied["parent_checkpoint_id"]) == ("fork", fork["checkpoint_id"])
+    assert replayed["latest"] and replayed["checkpoint_id"] == root["latest"]
+    page = client.get(f"/sessions/{made['langgraph']}").text
+    assert "fork: 2 branches" in page and "LangGraph checkpoints" in page
+
+
+def test_each_subgraph_run_of_a_langgraph_thread_is_a_namespace_with_its_own_latest(
+    client: TestClient, made: dict[str, str]
+) -> None:
+    view = client.get(f"/sessions/{made['langgraph']}.json").json()["langgraph"]
+    _, *subgraphs = view["namespaces"]
+    assert len(subgraphs) == 2 and view["count"] == 5 + 4 + 4
+    for space in subgraphs:
+        assert space["checkpoint_ns"].startswith("draft:") and space["count"] == 4
+        (chain,) = space["branches"]
+        assert [n["latest"] for n in chain] == [False, False, False, True]
+        assert chain[-1]["checkpoint_id"] == space["latest"]
+    page = client.get(f"/sessions/{made['langgraph']}").text
+    assert f"Namespace <code>{subgraphs[0]['checkpoint_ns']}</code>" in page
+
+
+def test_langgraph_pending_writes_show_json_decoded_and_other_types_as_type_and_size(
+    client: TestClient, made: dict[str, str]
+) -> None:
+    view = client.get(f"/sessions/{made['langgraph']}.json").json()["langgraph"]
+    ((_, fork),) = view["namespaces"][0]["branches"]
+    (paused,), (_, replayed) = fork["branches"]
+    (interrupt_write,) = paused["interrupts"]
+    assert (interrupt_write["type"], interrupt_write["decoded"]) == ("msgpack", False)
+    assert interrupt_write["size"] > 0 and interrupt_write["value"] is None
+    (note,) = [w for w in replayed["writes"] if w["channel"] == "notes"]
+    assert (note["decoded"], note["value"]) == (True, {"n": 1})
+    page = client.get(f"/sessions/{made['langgraph']}").text
+    assert re.search(r"msgpack · \d+ B", page) and "&#34;n&#34;: 1" in page
+
+
+def test_openai_items_show_their_text_and_function_calls_folded_results_named_by_call(
+    client: TestClient, made: dict[str, str]
+) -> None:
+    messages = client.get(f"/sessions/{made['openai-agents']}.json").json()["messages"]
+    assert messages[0]["text"] == "What is the weather in Porto?"
+    assert messages[1]["tools"] == [
+        {"kind": "call", "name": "get_weather", "call_id": "call-w1", "body": {"city": "Porto"}}
+    ]
+    assert messages[2]["tools"] == [
+        {"kind": "result", "name": "get_weather", "call_id": "call-w1", "body": "sunny, 21 C"}
+    ]
+    assert messages[3]["text"] == f"Sunny. {HOSTILE}"
+    page = client.get(f"/sessions/{made['openai-agents']}").text
+    assert '<summary>tool call <code>get_weather</code> <span class="dim">call-w1' in page
+    assert "<summary>content as stored</summary>" in page
+
+
+def test_openai_item_text_is_escaped(client: TestClient, made: dict[str, str]) -> None:
+    page = client.get(f"/sessions/{made['openai-agents']}").text
+    assert "<script>" not in page and "<img" not in page
+    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in page
+
+
+def test_adk_events_show_their_text_and_function_call_and_response_folded(
+    client: TestClient, made: dict[str, str]
+) -> None:
+    messages = client.get(f"/sessions/{made['adk']}.json").json()["messages"]
+    assert [m["role"] for m in messages] == ["user", "planner", "planner", "planner"]
+    assert (messages[0]["text"], messages[3]["text"]) == (
+        "A train to Lisbon, please",
+        "The 9:05 train.",
+    )
+    assert messages[1]["tools"] == [
+        {"kind": "call", "name": "find_train", "call_id": "fc-1", "body": {"to": "Lisbon"}}
+    ]
+    assert messages[2]["tools"] == [
+        {"kind": "result", "name": "find_train", "call_id": "fc-1", "body": {"at": "9:05"}}
+    ]
+    page = client.get(f"/sessions/{made['adk']}").text
+    assert "<summary>tool result <code>find_train</code>" in page
+
+
+@pytest.mark.parametrize(
+    ("limits", "named"), [({"checkpoints": -1}, "checkpoints"), ({"writes": 10**9}, "writes")]
+)
+def test_the_viewers_read_of_a_thread_refuses_a_bad_limit_naming_it(
+    migrated_url: URL, made: dict[str, str], limits: dict[str, int], named: str
+) -> None:
+    with Ledger(migrated_url) as ledger, pytest.raises(ValidationError, match=named):
+        LangGraphRepository(ledger).session_rows(made["langgraph"], **limits)
