@@ -480,6 +480,22 @@ def json_key_equals(
     return None
 
 
+def json_object_entries(dialect_name: str, column: ColumnElement[Any]) -> Any | None:
+    """The (``key``, ``value``) rows of a JSON object column of string values, as a
+    table-valued function that one statement can join on (so a read needing the
+    object's entries stays one statement, one snapshot); None where there is none.
+
+    PostgreSQL only, with ``json_each_text`` (the column is JSON, not JSONB): its
+    reads run in AUTOCOMMIT, a snapshot per statement. SQLite's and MariaDB/MySQL's
+    read transactions are one snapshot already (a WAL read transaction; REPEATABLE
+    READ), SQLite has no LATERAL to keep the join a primary-key probe, and
+    MariaDB/MySQL's ``JSON_TABLE`` walks arrays, not an object's keys.
+    """
+    if dialect_name == "postgresql":
+        return func.json_each_text(column).table_valued("key", "value")
+    return None
+
+
 def touch_session_by_key(session: Session, key_hash: str, key: str, now: datetime) -> str | None:
     """Set ``updated_at`` of the session with external key ``key`` (its scope's hash
     ``key_hash``) to ``now`` and return its id; None when there is none.
