@@ -40,6 +40,7 @@ from .._checks import bounded_int, checked_text
 from .._concurrency import async_iterate, spawn
 from .._dialects import (
     insert_missing,
+    insert_missing_and_upsert,
     json_key_equals,
     json_object_entries,
     touch_session_by_key,
@@ -67,6 +68,7 @@ CHECKPOINTS = cast(Table, AgentLangGraphCheckpoint.__table__)
 BLOBS = cast(Table, AgentLangGraphBlob.__table__)
 WRITES = cast(Table, AgentLangGraphWrite.__table__)
 PAGE = 100
+_CHECKPOINT_KEY = ("session_id", "checkpoint_ns", "checkpoint_id")
 """Checkpoints read per query by ``list`` (one transaction each)."""
 _BY_KEY = and_(
     SESSIONS.c.external_key_hash == bindparam("hash"), SESSIONS.c.external_key == bindparam("key")
@@ -437,16 +439,11 @@ class LangGraphRepository(Repository):
         for value_row in values:
             value_row["session_id"] = session_id
         row["session_id"] = session_id
-        insert_missing(
-            self._session, BLOBS, values, ("session_id", "checkpoint_ns", "channel", "version")
-        )
-        refreshed = [name for name in row if name not in ("session_id", "checkpoint_ns")]
-        upsert_rows(
+        refreshed = [name for name in row if name not in _CHECKPOINT_KEY]
+        insert_missing_and_upsert(
             self._session,
-            CHECKPOINTS,
-            [row],
-            ("session_id", "checkpoint_ns", "checkpoint_id"),
-            [name for name in refreshed if name != "checkpoint_id"],
+            (BLOBS, values, ("session_id", "checkpoint_ns", "channel", "version")),
+            (CHECKPOINTS, row, _CHECKPOINT_KEY, refreshed),
         )
 
     @operation(writes=True)
