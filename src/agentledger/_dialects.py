@@ -16,6 +16,7 @@ from sqlalchemy import (
     Table,
     Text,
     and_,
+    bindparam,
     func,
     literal,
     select,
@@ -438,21 +439,73 @@ def drop_temporary_table(connection: Connection, name: str) -> None:
         connection.execute(text(f"DROP TEMPORARY TABLE IF EXISTS {quoted}"))
 
 
+_PREBUILT: dict[tuple[Any, ...], Any] = {}
+"""The row-writing statements of ``insert_missing`` and ``upsert_rows``, built once per
+(dialect, table, row count, columns...), so SQLAlchemy's compiled cache serves them."""
+
+
+def _rows_statement(
+    dialect: str,
+    table: Table,
+    count: int,
+    names: tuple[str, ...],
+    keys: tuple[str, ...],
+    refreshed: tuple[str, ...] | None,
+    prefix: str,
+) -> Any:
+    """An INSERT of ``count`` rows of the columns ``names``, bound as
+    ``{prefix}{i}_{name}``: insert-if-absent when ``refreshed`` is None, else an upsert
+    replacing those columns. Values inline in ``.values()`` would make every call a new
+    statement to compile; bind parameters keep one."""
+    cache_key = (dialect, table.name, count, names, keys, refreshed, prefix)
+    found = _PREBUILT.get(cache_key)
+    if found is not None:
+        return found
+    rows = [
+        {name: bindparam(f"{prefix}{i}_{name}", type_=table.c[name].type) for name in names}
+        for i in range(count)
+    ]
+    statement: Any
+    if dialect in ("postgresql", "sqlite"):
+        insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
+        statement = insert(table).values(rows)
+        if refreshed is None:
+            statement = statement.on_conflict_do_nothing(index_elements=keys)
+        else:
+            statement = statement.on_conflict_do_update(
+                index_elements=keys, set_={name: statement.excluded[name] for name in refreshed}
+            )
+    else:
+        statement = mysql_insert(table).values(rows)
+        if refreshed is None:
+            statement = statement.on_duplicate_key_update({keys[0]: table.c[keys[0]]})
+        else:
+            statement = statement.on_duplicate_key_update(
+                {name: statement.inserted[name] for name in refreshed}
+            )
+    _PREBUILT[cache_key] = statement
+    return statement
+
+
+def _row_params(
+    rows: Sequence[dict[str, Any]], names: tuple[str, ...], prefix: str
+) -> dict[str, Any]:
+    return {f"{prefix}{i}_{name}": row[name] for i, row in enumerate(rows) for name in names}
+
+
 def insert_missing(
     session: Session, table: Table, rows: Sequence[dict[str, Any]], keys: tuple[str, ...]
 ) -> None:
     """Insert ``rows`` (one statement), leaving alone each one whose primary key is
-    already stored: ``insert_if_absent`` for many rows at once."""
+    already stored: ``insert_if_absent`` for many rows at once. ``ON CONFLICT DO
+    NOTHING`` on PostgreSQL and SQLite; MariaDB/MySQL's ``INSERT IGNORE`` would hide
+    other errors too, so a no-op ``ON DUPLICATE KEY UPDATE`` there."""
     if not rows:
         return
-    dialect = session.connection().dialect.name
-    if dialect in ("postgresql", "sqlite"):
-        insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
-        statement = insert(table).values(list(rows)).on_conflict_do_nothing(index_elements=keys)
-        session.execute(statement)
-        return
-    statement_mysql = mysql_insert(table).values(list(rows))
-    session.execute(statement_mysql.on_duplicate_key_update({keys[0]: table.c[keys[0]]}))
+    connection = session.connection()
+    names = tuple(rows[0])
+    statement = _rows_statement(connection.dialect.name, table, len(rows), names, keys, None, "r")
+    connection.execute(statement, _row_params(rows, names, "r"))
 
 
 def upsert_rows(
@@ -467,22 +520,46 @@ def upsert_rows(
     and SQLite, ``ON DUPLICATE KEY UPDATE`` on MariaDB/MySQL (see ``upsert_grant``)."""
     if not rows:
         return
-    dialect = session.connection().dialect.name
-    if dialect in ("postgresql", "sqlite"):
-        insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
-        statement = insert(table).values(list(rows))
-        session.execute(
-            statement.on_conflict_do_update(
-                index_elements=keys, set_={name: statement.excluded[name] for name in refreshed}
-            )
-        )
-        return
-    statement_mysql = mysql_insert(table).values(list(rows))
-    session.execute(
-        statement_mysql.on_duplicate_key_update(
-            {name: statement_mysql.inserted[name] for name in refreshed}
-        )
+    connection = session.connection()
+    names = tuple(rows[0])
+    statement = _rows_statement(
+        connection.dialect.name, table, len(rows), names, keys, tuple(refreshed), "r"
     )
+    connection.execute(statement, _row_params(rows, names, "r"))
+
+
+def insert_missing_and_upsert(
+    session: Session,
+    missing: tuple[Table, Sequence[dict[str, Any]], tuple[str, ...]],
+    upserted: tuple[Table, dict[str, Any], tuple[str, ...], Sequence[str]],
+) -> None:
+    """``insert_missing`` of ``missing`` (table, rows, keys), then ``upsert_rows`` of one
+    row (table, row, keys, refreshed columns), as one statement where the dialect can.
+
+    PostgreSQL runs an INSERT inside a WITH of the other (a data-modifying CTE runs
+    whether or not it is referenced): one round trip. SQLite and MariaDB/MySQL have
+    no such CTE: two statements, in the caller's transaction.
+    """
+    table, rows, keys = missing
+    target, row, target_keys, refreshed = upserted
+    connection = session.connection()
+    dialect = connection.dialect.name
+    if not rows or dialect != "postgresql":
+        insert_missing(session, table, rows, keys)
+        upsert_rows(session, target, [row], target_keys, refreshed)
+        return
+    names, target_names = tuple(rows[0]), tuple(row)
+    cache_key = ("missing_and_upsert", table.name, len(rows), names, target.name, target_names)
+    statement = _PREBUILT.get(cache_key)
+    if statement is None:
+        values = _rows_statement(dialect, table, len(rows), names, keys, None, "m")
+        upsert = _rows_statement(
+            dialect, target, 1, target_names, target_keys, tuple(refreshed), "u"
+        )
+        statement = _PREBUILT[cache_key] = upsert.add_cte(values.cte("missing"))
+    params = _row_params(rows, names, "m")
+    params.update(_row_params([row], target_names, "u"))
+    connection.execute(statement, params)
 
 
 def json_key_equals(
@@ -520,6 +597,22 @@ def json_key_equals(
             unquoted = func.json_unquote(extracted).collate("utf8mb4_bin")
             return and_(func.json_type(extracted) == "STRING", unquoted == value)
         return and_(func.json_type(extracted) == "INTEGER", extracted == value)
+    return None
+
+
+def json_object_entries(dialect_name: str, column: ColumnElement[Any]) -> Any | None:
+    """The (``key``, ``value``) rows of a JSON object column of string values, as a
+    table-valued function that one statement can join on (so a read needing the
+    object's entries stays one statement, one snapshot); None where there is none.
+
+    PostgreSQL only, with ``json_each_text`` (the column is JSON, not JSONB): its
+    reads run in AUTOCOMMIT, a snapshot per statement. SQLite's and MariaDB/MySQL's
+    read transactions are one snapshot already (a WAL read transaction; REPEATABLE
+    READ), SQLite has no LATERAL to keep the join a primary-key probe, and
+    MariaDB/MySQL's ``JSON_TABLE`` walks arrays, not an object's keys.
+    """
+    if dialect_name == "postgresql":
+        return func.json_each_text(column).table_valued("key", "value")
     return None
 
 

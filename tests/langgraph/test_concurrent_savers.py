@@ -1,5 +1,6 @@
 """Two savers writing one thread at once never lose an acknowledged checkpoint or write,
-and a fork from a stale parent is visible as two children of one parent."""
+a fork from a stale parent is visible as two children of one parent, and a read during
+put and prune returns whole checkpoints."""
 
 from __future__ import annotations
 
@@ -99,3 +100,62 @@ async def test_a_put_from_a_stale_parent_is_stored_and_shows_as_a_fork(saved: Sa
     assert sorted(children) == sorted(
         [first["configurable"]["checkpoint_id"], stale["configurable"]["checkpoint_id"]]
     )
+
+
+def _put_and_prune_sync(saver: Any, done: list[bool]) -> None:
+    try:
+        for step in range(PUTS):
+            checkpoint = generate_checkpoint(
+                channel_values={"v": step}, channel_versions={"v": step + 1}
+            )
+            saver.put(generate_config("pruned"), checkpoint, {"step": step}, {"v": step + 1})
+            saver.prune(["pruned"])
+    finally:
+        done.append(True)
+
+
+def _read_while_sync(saver: Any, done: list[bool]) -> list[Any]:
+    seen = []
+    while not done:
+        found = saver.get_tuple(generate_config("pruned"))
+        if found is not None:
+            seen.append(found)
+    return seen
+
+
+async def _put_and_prune_async(saver: Any) -> None:
+    for step in range(PUTS):
+        checkpoint = generate_checkpoint(
+            channel_values={"v": step}, channel_versions={"v": step + 1}
+        )
+        await saver.aput(generate_config("pruned"), checkpoint, {"step": step}, {"v": step + 1})
+        await saver.aprune(["pruned"])
+
+
+async def test_get_tuple_during_put_and_prune_returns_whole_checkpoints(saved: Saved) -> None:
+    """Each checkpoint get_tuple returns has the channel value it names, although prune
+    deletes the older checkpoints and their values meanwhile (one snapshot per read)."""
+    other_ledger = saved.ledger if saved.url is None else make_ledger(saved.mode, saved.url)
+    other = make_saver(saved.mode, other_ledger)
+    try:
+        if saved.mode == "async":
+            writer = asyncio.ensure_future(_put_and_prune_async(other))
+            seen = []
+            while not writer.done():
+                found = await saved.saver.aget_tuple(generate_config("pruned"))
+                if found is not None:
+                    seen.append(found)
+            await writer
+        else:
+            done: list[bool] = []
+            with ThreadPoolExecutor(2) as pool:
+                writing = pool.submit(_put_and_prune_sync, other, done)
+                reading = pool.submit(_read_while_sync, saved.saver, done)
+                writing.result()
+                seen = reading.result()
+    finally:
+        if other_ledger is not saved.ledger:
+            await close(other_ledger)
+
+    assert seen
+    assert all(item.checkpoint["channel_values"] == {"v": item.metadata["step"]} for item in seen)

@@ -31,14 +31,23 @@ from sqlalchemy import (
     delete,
     func,
     literal,
+    null,
     select,
+    true,
     tuple_,
     union_all,
 )
 
 from .._checks import bounded_int, checked_text
 from .._concurrency import async_iterate, spawn
-from .._dialects import insert_missing, json_key_equals, touch_session_by_key, upsert_rows
+from .._dialects import (
+    insert_missing,
+    insert_missing_and_upsert,
+    json_key_equals,
+    json_object_entries,
+    touch_session_by_key,
+    upsert_rows,
+)
 from .._json import check_json, decode_json
 from .._translate import duplicate_as
 from ..errors import ConflictError, ValidationError
@@ -61,6 +70,7 @@ CHECKPOINTS = cast(Table, AgentLangGraphCheckpoint.__table__)
 BLOBS = cast(Table, AgentLangGraphBlob.__table__)
 WRITES = cast(Table, AgentLangGraphWrite.__table__)
 PAGE = 100
+_CHECKPOINT_KEY = ("session_id", "checkpoint_ns", "checkpoint_id")
 """Checkpoints read per query by ``list`` (one transaction each)."""
 _BY_KEY = and_(
     SESSIONS.c.external_key_hash == bindparam("hash"), SESSIONS.c.external_key == bindparam("key")
@@ -128,6 +138,99 @@ _PARTS_OF_ONE = union_all(
     ),
 )
 """One checkpoint's channel values and pending writes in one query (one round trip)."""
+
+
+def _checkpoint_with_parts(query: Any, dialect_name: str) -> Any:
+    """``query``'s checkpoint (one row) with its channel values and pending writes, in
+    one statement: a single snapshot, so a concurrent prune or delete cannot leave a
+    checkpoint without the values it names. The values are joined on the rows of its
+    channel_versions (``_dialects.json_object_entries``); None where the dialect
+    cannot make those. Rows: one ``checkpoint`` part, its ``value`` and ``write``
+    parts."""
+    head = query.cte("head")
+    versions = json_object_entries(dialect_name, head.c.channel_versions)
+    if versions is None:
+        return None
+    # LATERAL: one primary-key probe per channel, whatever the thread's length (a plain
+    # join, or a LATERAL the planner flattens into one, hashes every value of the thread).
+    value = (
+        select(BLOBS.c.type, BLOBS.c.channel, BLOBS.c.version, BLOBS.c.blob)
+        .where(
+            BLOBS.c.session_id == head.c.session_id,
+            BLOBS.c.checkpoint_ns == head.c.checkpoint_ns,
+            BLOBS.c.channel == versions.c.key,
+            BLOBS.c.version == versions.c.value,
+            BLOBS.c.type != "empty",
+        )
+        .limit(1)  # at most one by its key; and keeps the planner from flattening it
+        .lateral("value")
+    )
+    empty = [null().label(name) for name in ("thread_id", "parent_checkpoint_id")]
+    none = [null().label(name) for name in ("checkpoint", "channel_versions", "metadata")]
+    return union_all(
+        select(
+            literal("checkpoint").label("part"),
+            head.c.thread_id,
+            head.c.session_id,
+            head.c.checkpoint_ns,
+            head.c.checkpoint_id,
+            head.c.parent_checkpoint_id,
+            head.c.type,
+            head.c.checkpoint,
+            head.c.channel_versions,
+            head.c.metadata,
+            null().label("channel"),
+            null().label("name"),
+            null().label("idx"),
+            null().label("blob"),
+            null().label("task_path"),
+        ),
+        select(
+            literal("value"),
+            empty[0],
+            head.c.session_id,
+            head.c.checkpoint_ns,
+            head.c.checkpoint_id,
+            empty[1],
+            value.c.type,
+            *none,
+            value.c.channel,
+            value.c.version,
+            literal(0),
+            value.c.blob,
+            literal("", Text()),
+        )
+        .select_from(head)
+        .join(versions, true())
+        .join(value, true()),
+        select(
+            literal("write"),
+            empty[0],
+            head.c.session_id,
+            head.c.checkpoint_ns,
+            head.c.checkpoint_id,
+            empty[1],
+            WRITES.c.type,
+            *none,
+            WRITES.c.channel,
+            WRITES.c.task_id,
+            WRITES.c.idx,
+            WRITES.c.blob,
+            WRITES.c.task_path,
+        ).join_from(
+            head,
+            WRITES,
+            and_(
+                WRITES.c.session_id == head.c.session_id,
+                WRITES.c.checkpoint_ns == head.c.checkpoint_ns,
+                WRITES.c.checkpoint_id == head.c.checkpoint_id,
+            ),
+        ),
+    )
+
+
+_IN_ONE: dict[tuple[str, bool], Any] = {}
+"""The one-statement reads of ``get`` by (dialect, latest), built on first use."""
 
 Typed = tuple[str, bytes]
 """A value as LangGraph's serializer gives it: ``(type tag, bytes)``."""
@@ -399,16 +502,11 @@ class LangGraphRepository(Repository):
         for value_row in values:
             value_row["session_id"] = session_id
         row["session_id"] = session_id
-        insert_missing(
-            self._session, BLOBS, values, ("session_id", "checkpoint_ns", "channel", "version")
-        )
-        refreshed = [name for name in row if name not in ("session_id", "checkpoint_ns")]
-        upsert_rows(
+        refreshed = [name for name in row if name not in _CHECKPOINT_KEY]
+        insert_missing_and_upsert(
             self._session,
-            CHECKPOINTS,
-            [row],
-            ("session_id", "checkpoint_ns", "checkpoint_id"),
-            [name for name in refreshed if name != "checkpoint_id"],
+            (BLOBS, values, ("session_id", "checkpoint_ns", "channel", "version")),
+            (CHECKPOINTS, row, _CHECKPOINT_KEY, refreshed),
         )
 
     @operation(writes=True)
@@ -481,9 +579,25 @@ class LangGraphRepository(Repository):
         if checkpoint_id is not None:
             params["id"] = _checkpoint_id(checkpoint_id)
         query = _LATEST if checkpoint_id is None else _ONE
-        rows = self._connection().execute(query, params).all()
-        found = self._assemble(rows)
-        return found[0] if found else None
+        connection = self._connection()
+        statement = self._in_one(connection.dialect.name, query, checkpoint_id is None)
+        if statement is None:
+            # Two queries; the read transaction (REPEATABLE READ) is one snapshot.
+            found = self._assemble(connection.execute(query, params).all())
+            return found[0] if found else None
+        rows = connection.execute(statement, params).all()
+        head = [row for row in rows if row.part == "checkpoint"]
+        if not head:
+            return None
+        values, writes = self._parts(head[0], [row for row in rows if row.part != "checkpoint"])
+        return self._assemble(head, (values, writes))[0]
+
+    @staticmethod
+    def _in_one(dialect_name: str, query: Any, latest: bool) -> Any:
+        key = (dialect_name, latest)
+        if key not in _IN_ONE:
+            _IN_ONE[key] = _checkpoint_with_parts(query, dialect_name)
+        return _IN_ONE[key]
 
     def list(
         self,
@@ -609,12 +723,17 @@ class LangGraphRepository(Repository):
             )
         return cast(dict[str, Any], value)
 
-    def _assemble(self, rows: Sequence[Any]) -> builtins.list[StoredCheckpoint]:
-        """The checkpoints of ``rows`` with their channel values and writes: one query
-        for the values of all of them, one for their writes."""
+    def _assemble(
+        self, rows: Sequence[Any], parts: tuple[_Values, _Writes] | None = None
+    ) -> builtins.list[StoredCheckpoint]:
+        """The checkpoints of ``rows`` with their channel values and writes (``parts``
+        when already read): one query for the values of all of them, one for their
+        writes."""
         if not rows:
             return []
-        if len(rows) == 1:
+        if parts is not None:
+            values, writes = parts
+        elif len(rows) == 1:
             values, writes = self._parts_of_one(rows[0])
         else:
             values, writes = self._values(rows), self._writes(rows)
@@ -645,27 +764,26 @@ class LangGraphRepository(Repository):
             )
         return result
 
-    def _parts_of_one(
-        self, row: Any
-    ) -> tuple[
-        dict[tuple[str, str, str, str], Typed],
-        dict[tuple[str, str, str], builtins.list[StoredWrite]],
-    ]:
+    def _parts_of_one(self, row: Any) -> tuple[_Values, _Writes]:
         versions = row.channel_versions
         if isinstance(versions, str):
             versions = decode_json(
                 versions, table=CHECKPOINTS.name, key=row.checkpoint_id, column="versions"
             )
-        place = (row.session_id, row.checkpoint_ns)
         params = {
             "session_id": row.session_id,
             "ns": row.checkpoint_ns,
             "id": row.checkpoint_id,
             "pairs": sorted(versions.items()),
         }
-        values: dict[tuple[str, str, str, str], Typed] = {}
+        return self._parts(row, self._connection().execute(_PARTS_OF_ONE, params))
+
+    def _parts(self, row: Any, parts: Any) -> tuple[_Values, _Writes]:
+        """The values and writes of the checkpoint ``row`` from its ``parts`` rows."""
+        place = (row.session_id, row.checkpoint_ns)
+        values: _Values = {}
         writes: builtins.list[StoredWrite] = []
-        for part in self._connection().execute(_PARTS_OF_ONE, params):
+        for part in parts:
             if part.part == "value":
                 values[(*place, part.channel, part.name)] = (part.type, bytes(part.blob))
             else:
