@@ -59,7 +59,7 @@ def _counts(ledger: Ledger) -> list[int]:
 
 
 async def test_a_thread_is_a_langgraph_session_storing_unchanged_channels_once(
-    saved: Saved,
+    saved: Saved, tmp_path: Path
 ) -> None:
     await _thread_with_writes(saved, "thread-1")
 
@@ -67,20 +67,22 @@ async def test_a_thread_is_a_langgraph_session_storing_unchanged_channels_once(
 
     (item,) = page.items
     assert item.external_key == "thread-1" and framework_of(item.id) == "langgraph"
-    counts = await _call(saved.ledger.transfer.export_jsonl(Path("/dev/null")))
+    counts = await _call(saved.ledger.transfer.export_jsonl(tmp_path / "export.jsonl"))
     assert counts.rows["langgraph_checkpoints"] == 2
     assert counts.rows["langgraph_blobs"] == 3  # messages twice, big once
     assert counts.rows["langgraph_writes"] == 1
 
 
-async def test_deleting_the_session_deletes_every_row_of_the_thread(saved: Saved) -> None:
+async def test_deleting_the_session_deletes_every_row_of_the_thread(
+    saved: Saved, tmp_path: Path
+) -> None:
     await _thread_with_writes(saved, "thread-1")
     session = await _call(saved.ledger.sessions.get_by_key("thread-1", app_name="langgraph"))
 
     await _call(saved.ledger.sessions.delete(session.id))
 
     assert await saved.saver.aget_tuple(generate_config("thread-1")) is None
-    report = await _call(saved.ledger.transfer.export_jsonl(Path("/dev/null")))
+    report = await _call(saved.ledger.transfer.export_jsonl(tmp_path / "export.jsonl"))
     assert [report.rows[f"langgraph_{kind}s"] for kind in ("checkpoint", "blob", "write")] == [
         0,
         0,

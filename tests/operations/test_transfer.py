@@ -7,6 +7,9 @@ import gzip
 import io
 import itertools
 import json
+import os
+import stat
+import threading
 from pathlib import Path
 
 import pytest
@@ -342,6 +345,24 @@ def test_a_file_that_is_not_an_export_is_refused(tmp_path: Path) -> None:
         pytest.raises(ValidationError, match="not an agentledger export"),
     ):
         ledger.transfer.import_jsonl(file)
+
+
+def test_an_export_to_a_named_pipe_writes_into_it_and_leaves_it_a_pipe(
+    source: str, tmp_path: Path
+) -> None:
+    pipe = tmp_path / "out.pipe"
+    os.mkfifo(pipe)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(pipe.read_bytes()), daemon=True)
+    reader.start()
+
+    _export(source, pipe)
+    reader.join(timeout=30)
+
+    assert stat.S_ISFIFO(os.stat(pipe).st_mode)
+    lines = received[0].decode().splitlines()
+    assert "agentledger_export" in json.loads(lines[0]) and "end" in json.loads(lines[-1])
+    assert list(tmp_path.glob("out.pipe.*")) == []
 
 
 def test_an_interrupted_export_leaves_no_file_behind(source: str, tmp_path: Path) -> None:

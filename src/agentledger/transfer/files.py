@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO, Any
@@ -100,11 +101,18 @@ class Sink:
 def written(destination: Destination, waits: Waits) -> Iterator[tuple[Sink, str | None]]:
     """A sink for ``destination`` and its path; a path is written under a temporary
     name and renamed when the export is complete, so a file of that name is never a
-    partial export."""
+    partial export. A device or a pipe is written in place."""
     if not isinstance(destination, str | os.PathLike):
         yield Sink(destination, waits), None
         return
     path = os.fspath(destination)
+    if waits.offload(_is_special, path):
+        stream = waits.offload(_open_for_writing, path, path.endswith(".gz"))
+        try:
+            yield Sink(stream, waits), path
+        finally:
+            waits.offload(stream.close)
+        return
     partial = f"{path}.partial"
     stream = waits.offload(_open_for_writing, partial, path.endswith(".gz"))
     try:
@@ -114,6 +122,17 @@ def written(destination: Destination, waits: Waits) -> Iterator[tuple[Sink, str 
         waits.offload(_discard, stream, partial)
         raise
     waits.offload(os.replace, partial, path)
+
+
+def _is_special(path: str) -> bool:
+    """Whether ``path`` is a device, a pipe or a socket (``/dev/null``, ``/dev/stdout``,
+    a named pipe): written in place, since renaming a file over it would replace the
+    device itself (as root, ``/dev/null`` with a regular file)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
 
 
 def _open_for_writing(path: str, compressed: bool) -> IO[str]:
