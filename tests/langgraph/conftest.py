@@ -10,24 +10,22 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine import URL
 
 from agentledger import AsyncLedger, Ledger
 from agentledger.integrations.langgraph import AsyncLedgerSaver, LedgerSaver
 
 from ..backends import BACKENDS, Backend
-from ..databases import empty_tables, migrated, server_url_or_skip
+from ..databases import empty_tables, migrated_once
 
 _MARKS = {
     "sqlite": pytest.mark.sqlite,
     "postgresql": pytest.mark.postgresql,
     "mysql": pytest.mark.mysql,
 }
-_migrated: dict[str, URL] = {}
 
 
 @dataclass
@@ -58,14 +56,7 @@ def _params() -> list[Any]:
 
 
 def _database(backend: Backend, tmp_path_factory: pytest.TempPathFactory) -> URL:
-    if backend.dialect not in _migrated:
-        if backend.dialect == "sqlite":
-            path: Path = tmp_path_factory.mktemp("langgraph") / "ledger.db"
-            url = make_url(f"sqlite+pysqlite:///{path}")
-        else:
-            url = server_url_or_skip(backend.dialect)
-        _migrated[backend.dialect] = migrated(url)
-    return _migrated[backend.dialect]
+    return migrated_once(backend.dialect, tmp_path_factory)
 
 
 def make_saver(mode: str, ledger: Any) -> LedgerSaver | AsyncLedgerSaver:
