@@ -213,7 +213,7 @@ def markdown(results: list[dict[str, Any]], config_name: str, servers: dict[str,
             f"{b['stored_bytes_per_message']:.0f}; the content's JSON is "
             f"{b['json_bytes_per_message']:.0f} bytes.",
             "",
-            "Streaming every step of a session (`steps.iterate`, pages of 1,000), each "
+            "Streaming the trace's first steps (`steps.iterate`, pages of 1,000), each "
             "variant in its own process:",
             "",
             "| variant | steps | seconds | peak RSS MiB | growth while streaming MiB |",

@@ -1,9 +1,10 @@
-"""Stream every step of one session in a fresh process and report its peak memory.
+"""Stream the first COUNT steps of one session in a fresh process and report its peak
+memory.
 
-Run by the benchmark, one process per variant, so each peak (``ru_maxrss``) belongs
-to that variant alone:
+Run by the benchmark, one process per variant, so each peak (``VmHWM``) belongs to
+that variant alone:
 
-    python -m benchmarks.stream DIALECT URL SESSION_ID VARIANT EXPECTED
+    python -m benchmarks.stream DIALECT URL SESSION_ID VARIANT COUNT
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import json
 import resource
 import sys
 import time
-from typing import Any
+from collections.abc import AsyncGenerator
+from typing import Any, cast
 
 from sqlalchemy.engine import make_url
 
@@ -42,19 +44,23 @@ def peak_kib() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # pragma: no cover
 
 
-async def _ledger(url: str, id: str) -> int:
+async def _ledger(url: str, id: str, wanted: int) -> int:
     from agentledger import AsyncLedger
 
     count = 0
     async with AsyncLedger(url) as ledger:
         await ledger.steps.count(id)  # connect and check the schema before the baseline
         baseline[0] = rss_kib()
-        async for _step in ledger.steps.iterate(id, batch=BATCH):
+        steps = cast(AsyncGenerator[Any, None], ledger.steps.iterate(id, batch=BATCH))
+        async for _step in steps:
             count += 1
+            if count == wanted:
+                break
+        await steps.aclose()  # its last page's transaction ends before the ledger closes
     return count
 
 
-async def _core(url: str, id: str) -> int:
+async def _core(url: str, id: str, wanted: int) -> int:
     from agentledger.engine import create_async_engine_for
 
     from .ops import STEP_PAGE
@@ -74,14 +80,14 @@ async def _core(url: str, id: str) -> int:
                 rows = (await connection.execute(STEP_PAGE, params)).all()
             page = [(*r[:7], loads(r[7]), loads(r[8]), loads(r[9]), *r[10:]) for r in rows]
             count += len(page)
-            if len(page) < BATCH:
-                return count
+            if len(page) < BATCH or count >= wanted:
+                return min(count, wanted)
             after = page[-1][1]
     finally:
         await engine.dispose()
 
 
-async def _raw(dialect: str, url: str, id: str) -> int:
+async def _raw(dialect: str, url: str, id: str, wanted: int) -> int:
     from .ops import RAW_STEP_PAGE
     from .raw import RawConnection, from_db_time, loads
 
@@ -97,8 +103,8 @@ async def _raw(dialect: str, url: str, id: str) -> int:
                 for r in rows
             ]  # fmt: skip
             count += len(page)
-            if len(page) < BATCH:
-                return count
+            if len(page) < BATCH or count >= wanted:
+                return min(count, wanted)
             after = page[-1][1]
     finally:
         await raw.close()
@@ -109,14 +115,15 @@ baseline = [0]
 
 def main(argv: list[str]) -> int:
     dialect, url, id, variant, expected = argv
+    wanted = int(expected)
     gc.collect()
     started = time.perf_counter()
     if variant == "agentledger":
-        count = asyncio.run(_ledger(url, id))
+        count = asyncio.run(_ledger(url, id, wanted))
     elif variant == "core":
-        count = asyncio.run(_core(url, id))
+        count = asyncio.run(_core(url, id, wanted))
     else:
-        count = asyncio.run(_raw(dialect, url, id))
+        count = asyncio.run(_raw(dialect, url, id, wanted))
     seconds = time.perf_counter() - started
     peak = peak_kib()
     report = {
