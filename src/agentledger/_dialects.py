@@ -6,7 +6,7 @@ import hashlib
 import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar, cast
 
 from sqlalchemy import (
@@ -605,33 +605,84 @@ def json_object_entries(dialect_name: str, column: ColumnElement[Any]) -> Any | 
     table-valued function that one statement can join on (so a read needing the
     object's entries stays one statement, one snapshot); None where there is none.
 
-    PostgreSQL only, with ``json_each_text`` (the column is JSON, not JSONB): its
-    reads run in AUTOCOMMIT, a snapshot per statement. SQLite's and MariaDB/MySQL's
-    read transactions are one snapshot already (a WAL read transaction; REPEATABLE
-    READ), SQLite has no LATERAL to keep the join a primary-key probe, and
-    MariaDB/MySQL's ``JSON_TABLE`` walks arrays, not an object's keys.
+    PostgreSQL: ``json_each_text`` (the column is JSON, not JSONB); its reads run in
+    AUTOCOMMIT, a snapshot per statement. SQLite: ``json_each``; one statement there
+    needs no read transaction either (SQLite has no LATERAL: the caller probes by
+    correlated subqueries, see ``repositories.langgraph``). MariaDB/MySQL's read
+    transactions are one snapshot already (REPEATABLE READ), and its ``JSON_TABLE``
+    walks arrays, not an object's keys.
     """
     if dialect_name == "postgresql":
         return func.json_each_text(column).table_valued("key", "value")
+    if dialect_name == "sqlite":
+        return func.json_each(column).table_valued("key", "value")
     return None
 
 
-def touch_session_by_key(session: Session, key_hash: str, key: str, now: datetime) -> str | None:
-    """Set ``updated_at`` of the session with external key ``key`` (its scope's hash
-    ``key_hash``) to ``now`` and return its id; None when there is none.
+def probe_per_row(dialect_name: str, probe: Select[Any], name: str) -> tuple[list[Any], Any]:
+    """The columns of ``probe`` (a select correlated to each row of an outer query, at
+    most one row by its primary key), for the outer query to select, and the LATERAL
+    it joins on for them (None: the columns are correlated subqueries).
 
-    PostgreSQL and SQLite do both in one ``UPDATE ... RETURNING``; MariaDB/MySQL, which
-    have no UPDATE RETURNING, read the id first, then update it by id.
+    PostgreSQL: a LATERAL with ``LIMIT 1``; without the LIMIT the planner flattens it
+    into a hash join over every row of the table the probe reads (for a LangGraph
+    checkpoint, every value of the thread: 3 ms at 1,000 checkpoints, growing). SQLite
+    has no LATERAL, and a join there let its planner scan every value of the thread
+    too (35 times slower at 1,000 checkpoints): one correlated scalar subquery per
+    column, each a primary-key probe. No row: NULL columns on SQLite, no outer row on
+    PostgreSQL.
+    """
+    if dialect_name == "sqlite":
+        columns = [
+            probe.with_only_columns(column).limit(1).scalar_subquery()
+            for column in probe.selected_columns
+        ]
+        return columns, None
+    lateral = probe.limit(1).lateral(name)
+    return list(lateral.c), lateral
+
+
+_SESSION_BY_KEY: dict[str, Any] = {}
+"""The statements of ``touch_session_by_key`` by dialect, built on first use."""
+
+
+def touch_session_by_key(
+    session: Session, key_hash: str, key: str, now: datetime, every: timedelta
+) -> str | None:
+    """The id of the session with external key ``key`` (its scope's hash ``key_hash``),
+    its ``updated_at`` set to ``now`` when older than ``every``; None when there is none.
+
+    Setting ``updated_at`` at every call rewrote the session row and its four
+    ``updated_at`` indexes: on SQLite about eleven more WAL pages per write (a LangGraph
+    ``put_writes`` wrote three times the pages of ``SqliteSaver``'s), on PostgreSQL a
+    new row version with an entry in each index. So the row is read first and written
+    only when stale. On PostgreSQL the read locks what the UPDATE locked (``FOR KEY
+    SHARE``), so a write racing a ``delete`` of the session still waits for it and
+    then finds none (and creates one) instead of failing its foreign key; writers of
+    one session do not wait for each other (an UPDATE of columns outside any unique key
+    takes ``FOR NO KEY UPDATE``, which does not conflict with it). MariaDB/MySQL read
+    without a lock, as before: a locking read of a key not stored yet takes a gap lock
+    at REPEATABLE READ, which deadlocked two first writers of one thread (in the tests)
+    against the creators' named lock (``creators_take_turns``); the foreign key check of the
+    write takes the row's shared lock. SQLite's write transaction (``BEGIN
+    IMMEDIATE``) holds the database's write lock already.
     """
     table = cast(Table, AgentSession.__table__)
-    by_key = (table.c.external_key_hash == key_hash) & (table.c.external_key == key)
-    if session.connection().dialect.update_returning:
-        statement = update(table).where(by_key).values(updated_at=now).returning(table.c.id)
-        found: str | None = session.connection().execute(statement).scalar_one_or_none()
-        return found
-    row = session.connection().execute(select(table.c.id).where(by_key)).first()
+    connection = session.connection()
+    dialect = connection.dialect.name
+    statement = _SESSION_BY_KEY.get(dialect)
+    if statement is None:
+        statement = select(table.c.id, table.c.updated_at).where(
+            table.c.external_key_hash == bindparam("hash"),
+            table.c.external_key == bindparam("key"),
+        )
+        if dialect == "postgresql":
+            statement = statement.with_for_update(key_share=True)
+        _SESSION_BY_KEY[dialect] = statement
+    row = connection.execute(statement, {"hash": key_hash, "key": key}).first()
     if row is None:
         return None
     found = str(row[0])
-    session.connection().execute(update(table).where(table.c.id == found).values(updated_at=now))
+    if row[1] is None or row[1] < now - every:
+        connection.execute(update(table).where(table.c.id == found).values(updated_at=now))
     return found

@@ -44,6 +44,9 @@ DEFAULT_URL = "sqlite:///agentledger.db"
 URL_ENV = "AGENTLEDGER_DATABASE_URL"
 WRITE_OPTION = "agentledger_write"
 """Connection execution option: this transaction will write (SQLite: BEGIN IMMEDIATE)."""
+ONE_STATEMENT_OPTION = "agentledger_one_statement"
+"""Connection execution option: this read-only transaction is one statement (SQLite: no
+BEGIN; in autocommit mode one statement is one read transaction, one snapshot)."""
 SQLITE_BUSY_TIMEOUT_MS = 15_000
 DEFAULT_LOCK_TIMEOUT_S = SQLITE_BUSY_TIMEOUT_MS / 1000
 """How long a ledger's statements wait for a lock by default, on every dialect."""
@@ -443,7 +446,10 @@ def _on_sqlite_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> N
 
 
 def _on_sqlite_begin(connection: Connection) -> None:
-    writes = connection.get_execution_options().get(WRITE_OPTION, False)
+    options = connection.get_execution_options()
+    writes = options.get(WRITE_OPTION, False)
+    if not writes and options.get(ONE_STATEMENT_OPTION, False):
+        return  # the driver's autocommit: the statement is its own read transaction
     connection.exec_driver_sql("BEGIN IMMEDIATE" if writes else "BEGIN")
 
 

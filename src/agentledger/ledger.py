@@ -321,6 +321,7 @@ class Ledger:
         def attempt() -> R:
             begun.clear()
             begun.append(self._new_work(writes=writes, snapshot=snapshot, session_factory=Session))
+            begun[0].one_operation = True
             with begun[0] as work:
                 return work._perform(writes, call)
 

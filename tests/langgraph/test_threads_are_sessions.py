@@ -4,6 +4,7 @@ carried by export, import and copy."""
 from __future__ import annotations
 
 import inspect
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from agentledger import Ledger
 from agentledger.integrations import framework_of
 from agentledger.integrations.langgraph import LedgerSaver
 from agentledger.models import AgentLangGraphBlob, AgentLangGraphCheckpoint, AgentLangGraphWrite
+from agentledger.repositories.langgraph import TOUCH_EVERY
 
 from .conftest import Saved
 
@@ -111,3 +113,20 @@ async def test_export_and_import_carry_the_thread_to_another_database(
     assert after.checkpoint == before.checkpoint
     assert after.pending_writes == before.pending_writes == [("task-1", "messages", ["next"])]
     assert after.parent_config == before.parent_config
+
+
+def test_a_write_sets_the_threads_updated_at_when_over_a_second_old() -> None:
+    now = [datetime(2026, 12, 1, 12, 0, tzinfo=UTC)]
+    with Ledger.in_memory(clock=lambda: now[0]) as ledger:
+        saver = LedgerSaver(ledger)
+        config = generate_config("touched")
+        checkpoint = generate_checkpoint(channel_values={"v": 1}, channel_versions={"v": 1})
+        stored = saver.put(config, checkpoint, generate_metadata(step=0), {"v": 1})
+        started = now[0]
+        seen = []
+        for later in (timedelta(milliseconds=500), TOUCH_EVERY + timedelta(seconds=1)):
+            now[0] = started + later
+            saver.put_writes(stored, [("v", 2)], f"task-{later}")
+            (session,) = ledger.sessions.list(app_name="langgraph").items
+            seen.append(session.updated_at)
+    assert seen == [started, started + TOUCH_EVERY + timedelta(seconds=1)]

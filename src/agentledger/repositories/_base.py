@@ -86,6 +86,9 @@ class Work:
         The ledger reads it for the one-operation transactions it retries."""
         self.commit_sent = False
         """Whether COMMIT was sent: a connection lost after that leaves the outcome unknown."""
+        self.one_operation = False
+        """Whether this transaction runs one repository operation and nothing else (a
+        ledger's call, not a unit of work): set by the ledger."""
         self._restore: dict[str, Any] | None = None
 
     def __enter__(self) -> Work:

@@ -18,11 +18,12 @@ from __future__ import annotations
 import builtins
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal, cast
 
 from sqlalchemy import (
     ColumnElement,
+    Integer,
     Table,
     Text,
     and_,
@@ -45,11 +46,13 @@ from .._dialects import (
     insert_missing_and_upsert,
     json_key_equals,
     json_object_entries,
+    probe_per_row,
     touch_session_by_key,
     upsert_rows,
 )
 from .._json import check_json, decode_json
 from .._translate import duplicate_as
+from ..engine import ONE_STATEMENT_OPTION
 from ..errors import ConflictError, ValidationError
 from ..integrations import new_session_id
 from ..models import AgentLangGraphBlob, AgentLangGraphCheckpoint, AgentLangGraphWrite
@@ -70,8 +73,12 @@ CHECKPOINTS = cast(Table, AgentLangGraphCheckpoint.__table__)
 BLOBS = cast(Table, AgentLangGraphBlob.__table__)
 WRITES = cast(Table, AgentLangGraphWrite.__table__)
 PAGE = 100
-_CHECKPOINT_KEY = ("session_id", "checkpoint_ns", "checkpoint_id")
 """Checkpoints read per query by ``list`` (one transaction each)."""
+TOUCH_EVERY = timedelta(seconds=1)
+"""How far behind a thread's last write its session's ``updated_at`` may be: a write
+sets it only when it is older than this, since rewriting the session row at every
+``put`` and ``put_writes`` cost more page writes than the checkpoint itself."""
+_CHECKPOINT_KEY = ("session_id", "checkpoint_ns", "checkpoint_id")
 _BY_KEY = and_(
     SESSIONS.c.external_key_hash == bindparam("hash"), SESSIONS.c.external_key == bindparam("key")
 )
@@ -141,30 +148,29 @@ _PARTS_OF_ONE = union_all(
 
 
 def _checkpoint_with_parts(query: Any, dialect_name: str) -> Any:
-    """``query``'s checkpoint (one row) with its channel values and pending writes, in
-    one statement: a single snapshot, so a concurrent prune or delete cannot leave a
-    checkpoint without the values it names. The values are joined on the rows of its
-    channel_versions (``_dialects.json_object_entries``); None where the dialect
-    cannot make those. Rows: one ``checkpoint`` part, its ``value`` and ``write``
-    parts."""
+    """``query``'s checkpoints (one, or a page of ``list``) with their channel values
+    and pending writes, in one statement: a single snapshot, so a concurrent prune or
+    delete cannot leave a checkpoint without the values it names. The values are
+    probed by the entries of each one's channel_versions
+    (``_dialects.json_object_entries``, ``probe_per_row``); None where the dialect
+    cannot make those. Rows: a ``checkpoint`` part per checkpoint, and ``value`` and
+    ``write`` parts naming theirs (``_parts_of_many`` reads them)."""
     head = query.cte("head")
     versions = json_object_entries(dialect_name, head.c.channel_versions)
     if versions is None:
         return None
-    # LATERAL: one primary-key probe per channel, whatever the thread's length (a plain
-    # join, or a LATERAL the planner flattens into one, hashes every value of the thread).
-    value = (
-        select(BLOBS.c.type, BLOBS.c.channel, BLOBS.c.version, BLOBS.c.blob)
-        .where(
-            BLOBS.c.session_id == head.c.session_id,
-            BLOBS.c.checkpoint_ns == head.c.checkpoint_ns,
-            BLOBS.c.channel == versions.c.key,
-            BLOBS.c.version == versions.c.value,
-            BLOBS.c.type != "empty",
-        )
-        .limit(1)  # at most one by its key; and keeps the planner from flattening it
-        .lateral("value")
+    # One primary-key probe per channel, whatever the thread's length.
+    value = select(BLOBS.c.type, BLOBS.c.blob).where(
+        BLOBS.c.session_id == head.c.session_id,
+        BLOBS.c.checkpoint_ns == head.c.checkpoint_ns,
+        BLOBS.c.channel == versions.c.key,
+        BLOBS.c.version == versions.c.value,
+        BLOBS.c.type != "empty",
     )
+    (value_type, value_blob), lateral = probe_per_row(dialect_name, value, "value")
+    values_of = select(literal(1)).select_from(head).join(versions, true())
+    if lateral is not None:
+        values_of = values_of.join(lateral, true())
     empty = [null().label(name) for name in ("thread_id", "parent_checkpoint_id")]
     none = [null().label(name) for name in ("checkpoint", "channel_versions", "metadata")]
     return union_all(
@@ -185,24 +191,22 @@ def _checkpoint_with_parts(query: Any, dialect_name: str) -> Any:
             null().label("blob"),
             null().label("task_path"),
         ),
-        select(
+        values_of.with_only_columns(
             literal("value"),
             empty[0],
             head.c.session_id,
             head.c.checkpoint_ns,
             head.c.checkpoint_id,
             empty[1],
-            value.c.type,
+            value_type,
             *none,
-            value.c.channel,
-            value.c.version,
+            versions.c.key,
+            versions.c.value,
             literal(0),
-            value.c.blob,
+            value_blob,
             literal("", Text()),
-        )
-        .select_from(head)
-        .join(versions, true())
-        .join(value, true()),
+            maintain_column_froms=False,
+        ),
         select(
             literal("write"),
             empty[0],
@@ -227,6 +231,52 @@ def _checkpoint_with_parts(query: Any, dialect_name: str) -> Any:
             ),
         ),
     )
+
+
+_ORDER = (CHECKPOINTS.c.checkpoint_id, CHECKPOINTS.c.checkpoint_ns, SESSIONS.c.id)
+"""The order of ``list``: newest checkpoint id first, then namespace and session."""
+_PAGES: dict[tuple[str, bool, bool, bool, bool], Any] = {}
+"""The one-statement pages of ``list`` by (dialect, ns, id, before, after given)."""
+
+
+def _page_statement(
+    dialect_name: str, ns: bool, checkpoint_id: bool, before: bool, after: bool
+) -> Any:
+    """A page of one thread's checkpoints (newest first, ``size`` of them) with their
+    values and writes, in one statement built once per shape; None where the dialect
+    cannot make it (``_checkpoint_with_parts``)."""
+    key = (dialect_name, ns, checkpoint_id, before, after)
+    if key not in _PAGES:
+        id_type = CHECKPOINTS.c.checkpoint_id.type
+        conditions = [_BY_KEY]
+        if ns:
+            conditions.append(CHECKPOINTS.c.checkpoint_ns == bindparam("ns"))
+        if checkpoint_id:
+            conditions.append(CHECKPOINTS.c.checkpoint_id == bindparam("id"))
+        if before:
+            conditions.append(CHECKPOINTS.c.checkpoint_id < bindparam("before", type_=id_type))
+        if after:
+            position = (
+                bindparam("after_id", type_=id_type),
+                bindparam("after_ns", type_=CHECKPOINTS.c.checkpoint_ns.type),
+                bindparam("after_session", type_=SESSIONS.c.id.type),
+            )
+            conditions.append(tuple_(*_ORDER) < tuple_(*position))
+        query = (
+            _ROW.where(*conditions)
+            .order_by(*(column.desc() for column in _ORDER))
+            .limit(bindparam("size", type_=Integer()))
+        )
+        _PAGES[key] = _checkpoint_with_parts(query, dialect_name)
+    return _PAGES[key]
+
+
+def _next(rows: Sequence[Any], size: int) -> _Position | None:
+    """Where the next page starts after ``rows`` of a page of ``size`` (None: the end)."""
+    if len(rows) < size:
+        return None
+    last = rows[-1]
+    return _Position(last.checkpoint_id, last.checkpoint_ns, last.session_id)
 
 
 _IN_ONE: dict[tuple[str, bool], Any] = {}
@@ -418,12 +468,23 @@ class LangGraphRepository(Repository):
         # Prebuilt Core statements on the unit of work's connection: no ORM in the way.
         return self._session.connection()
 
+    def _one_statement_connection(self) -> Any:
+        """The connection for a read that is one statement: in a ledger's call of its
+        own, on SQLite, without the explicit BEGIN of a read transaction (one statement
+        in the driver's autocommit is one snapshot: ``engine.ONE_STATEMENT_OPTION``); in
+        a unit of work, or once the transaction has begun, the transaction's own."""
+        work = self._work
+        if work.one_operation and not work.writes and not self._session.in_transaction():
+            return self._session.connection(execution_options={ONE_STATEMENT_OPTION: True})
+        return self._connection()
+
     def _thread_session(self, thread_id: str) -> str:
-        """The id of the thread's session, created if need be, its ``updated_at`` set to
-        now (retention rules see an active thread as active)."""
+        """The id of the thread's session, created if need be, its ``updated_at`` brought
+        up to now when older than ``TOUCH_EVERY`` (retention rules and ``sessions list``
+        see an active thread as active)."""
         now = self._work.settings.now()
         digest, key = self._key(thread_id)
-        found = touch_session_by_key(self._session, digest, key, now)
+        found = touch_session_by_key(self._session, digest, key, now, TOUCH_EVERY)
         if found is not None:
             return found
         sessions = SessionRepository(self._work)
@@ -572,25 +633,25 @@ class LangGraphRepository(Repository):
         self, thread_id: str, checkpoint_ns: str, checkpoint_id: str | None = None
     ) -> StoredCheckpoint | None:
         """The checkpoint ``checkpoint_id`` of the thread's namespace, or its newest when
-        None; None when there is none. Three indexed queries, whatever the thread's
-        length."""
+        None; None when there is none. One statement of primary-key probes on PostgreSQL
+        and SQLite (two on MariaDB/MySQL), whatever the thread's length."""
         params: dict[str, Any] = self._key_params(thread_id)
         params["ns"] = _namespace(checkpoint_ns)
         if checkpoint_id is not None:
             params["id"] = _checkpoint_id(checkpoint_id)
         query = _LATEST if checkpoint_id is None else _ONE
-        connection = self._connection()
-        statement = self._in_one(connection.dialect.name, query, checkpoint_id is None)
+        statement = self._in_one(
+            self._session.get_bind().dialect.name, query, checkpoint_id is None
+        )
         if statement is None:
             # Two queries; the read transaction (REPEATABLE READ) is one snapshot.
-            found = self._assemble(connection.execute(query, params).all())
+            found = self._assemble(self._connection().execute(query, params).all())
             return found[0] if found else None
-        rows = connection.execute(statement, params).all()
+        rows = self._one_statement_connection().execute(statement, params).all()
         head = [row for row in rows if row.part == "checkpoint"]
         if not head:
             return None
-        values, writes = self._parts(head[0], [row for row in rows if row.part != "checkpoint"])
-        return self._assemble(head, (values, writes))[0]
+        return self._assemble(head, _parts_of_many(rows))[0]
 
     @staticmethod
     def _in_one(dialect_name: str, query: Any, latest: bool) -> Any:
@@ -656,6 +717,12 @@ class LangGraphRepository(Repository):
     ) -> tuple[builtins.list[StoredCheckpoint], _Position | None]:
         """Up to ``limit`` matching checkpoints after ``after``, and where to go on from
         (None at the end)."""
+        if thread_id is not None and not filter:
+            found = self._page_in_one(
+                thread_id, checkpoint_ns, checkpoint_id, before, limit=limit, after=after
+            )
+            if found is not None:
+                return found
         query = self._select()
         conditions: builtins.list[ColumnElement[bool]] = []
         if thread_id is not None:
@@ -675,19 +742,14 @@ class LangGraphRepository(Repository):
                 exact = False
             else:
                 conditions.append(condition)
-        order = (CHECKPOINTS.c.checkpoint_id, CHECKPOINTS.c.checkpoint_ns, SESSIONS.c.id)
         if after is not None:
             conditions.append(
-                tuple_(*order) < tuple_(after.checkpoint_id, after.checkpoint_ns, after.session_id)
+                tuple_(*_ORDER) < tuple_(after.checkpoint_id, after.checkpoint_ns, after.session_id)
             )
         size = limit if exact else PAGE
-        query = query.where(*conditions).order_by(*(column.desc() for column in order))
+        query = query.where(*conditions).order_by(*(column.desc() for column in _ORDER))
         rows = self._session.execute(query.limit(size)).all()
-        if len(rows) < size:
-            position = None
-        else:
-            last = rows[-1]
-            position = _Position(last.checkpoint_id, last.checkpoint_ns, last.session_id)
+        position = _next(rows, size)
         if not exact:
             rows = [row for row in rows if _matches(self._metadata(row), filter or {})]
             rows = rows[:limit]
@@ -695,6 +757,42 @@ class LangGraphRepository(Repository):
                 last = rows[-1]
                 position = _Position(last.checkpoint_id, last.checkpoint_ns, last.session_id)
         return self._assemble(rows), position
+
+    def _page_in_one(
+        self,
+        thread_id: str,
+        checkpoint_ns: str | None,
+        checkpoint_id: str | None,
+        before: str | None,
+        *,
+        limit: int,
+        after: _Position | None,
+    ) -> tuple[builtins.list[StoredCheckpoint], _Position | None] | None:
+        """``_page`` of one thread without a filter as one prebuilt statement (the page,
+        its values and its writes: one snapshot); None where the dialect has none."""
+        shape = (checkpoint_ns is not None, checkpoint_id is not None, before is not None)
+        statement = _page_statement(
+            self._session.get_bind().dialect.name, *shape, after is not None
+        )
+        if statement is None:
+            return None
+        params: dict[str, Any] = self._key_params(thread_id)
+        params["size"] = limit
+        if checkpoint_ns is not None:
+            params["ns"] = _namespace(checkpoint_ns)
+        if checkpoint_id is not None:
+            params["id"] = _checkpoint_id(checkpoint_id)
+        if before is not None:
+            params["before"] = _checkpoint_id(before, "before")
+        if after is not None:
+            params["after_id"] = after.checkpoint_id
+            params["after_ns"] = after.checkpoint_ns
+            params["after_session"] = after.session_id
+        every = self._one_statement_connection().execute(statement, params).all()
+        rows = [row for row in every if row.part == "checkpoint"]
+        rows.sort(key=lambda row: (row.checkpoint_id, row.checkpoint_ns, row.session_id))
+        rows.reverse()
+        return self._assemble(rows, _parts_of_many(every)), _next(rows, limit)
 
     def _in_scope(self) -> ColumnElement[bool]:
         app = (
@@ -1103,6 +1201,31 @@ class LangGraphRepository(Repository):
         return copied
 
 
+def _parts_of_many(rows: Sequence[Any]) -> tuple[_Values, _Writes]:
+    """The values and writes among the rows of ``_checkpoint_with_parts`` (its
+    ``checkpoint`` rows left out), by checkpoint; writes in LangGraph's order."""
+    values: _Values = {}
+    writes: _Writes = {}
+    for part in rows:
+        if part.part == "value":
+            if part.type is not None and part.type != "empty":
+                place = (part.session_id, part.checkpoint_ns, part.channel, part.name)
+                values[place] = (part.type, bytes(part.blob))
+        elif part.part == "write":
+            writes.setdefault((part.session_id, part.checkpoint_ns, part.checkpoint_id), []).append(
+                StoredWrite(
+                    task_id=part.name,
+                    channel=part.channel,
+                    value=(part.type, bytes(part.blob)),
+                    task_path=part.task_path,
+                    idx=part.idx,
+                )
+            )
+    for pending in writes.values():
+        pending.sort(key=lambda write: (write.task_path, write.task_id, write.idx))
+    return values, writes
+
+
 def _matches(metadata: dict[str, Any], filter: dict[str, Any]) -> bool:
     return all(key in metadata and metadata[key] == value for key, value in filter.items())
 
@@ -1182,8 +1305,8 @@ class AsyncLangGraphRepository:
         self, thread_id: str, checkpoint_ns: str, checkpoint_id: str | None = None
     ) -> StoredCheckpoint | None:
         """The checkpoint ``checkpoint_id`` of the thread's namespace, or its newest when
-        None; None when there is none. Three indexed queries, whatever the thread's
-        length."""
+        None; None when there is none. One statement of primary-key probes on PostgreSQL
+        and SQLite (two on MariaDB/MySQL), whatever the thread's length."""
         return await spawn(self._proxied.get, thread_id, checkpoint_ns, checkpoint_id)
 
     async def list(
