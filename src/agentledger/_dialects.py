@@ -12,9 +12,12 @@ from typing import Any, TypeVar, cast
 from sqlalchemy import (
     ColumnElement,
     Connection,
+    Insert,
+    Integer,
     Select,
     Table,
     Text,
+    Update,
     and_,
     bindparam,
     func,
@@ -157,6 +160,33 @@ TOKEN_LIMIT = 2**63 - 1
 TOKEN_COLUMNS = ("input_tokens", "output_tokens", "total_tokens")
 
 
+def _step_seqs_statement(returning: bool) -> Update:
+    """The UPDATE of ``allocate_step_seqs``, with its new counter returned or put
+    through ``LAST_INSERT_ID(expr)``. Every total is bounded, whether or not the call
+    adds to it (a total at most ``TOKEN_LIMIT`` minus nothing holds for every row)."""
+    table = cast(Table, AgentSession.__table__)
+    count = table.c.step_count + bindparam("b_count", type_=Integer())
+    values: dict[str, Any] = {
+        "step_count": count if returning else func.last_insert_id(count),
+        **{name: table.c[name] + bindparam(f"b_{name}") for name in TOKEN_COLUMNS},
+        "updated_at": bindparam("b_now", type_=table.c.updated_at.type),
+    }
+    statement = (
+        update(table)
+        .where(
+            table.c.id == bindparam("b_id"),
+            *(table.c[name] <= bindparam(f"b_{name}_limit") for name in TOKEN_COLUMNS),
+        )
+        .values(values)
+    )
+    return statement.returning(table.c.step_count) if returning else statement
+
+
+# Built once: building and cache-keying a statement per call cost more than running it.
+_STEP_SEQS = {returning: _step_seqs_statement(returning) for returning in (True, False)}
+_LAST_INSERT_ID = select(func.last_insert_id())
+
+
 def allocate_step_seqs(
     session: Session, id: str, count: int, usage: tuple[int, int, int], now: datetime
 ) -> int | None:
@@ -172,29 +202,19 @@ def allocate_step_seqs(
     ``LAST_INSERT_ID(expr)``, which the next ``SELECT LAST_INSERT_ID()`` on the same
     connection returns, still inside the transaction.
     """
-    table = cast(Table, AgentSession.__table__)
-    values: dict[str, Any] = {
-        "step_count": table.c.step_count + count,
-        "input_tokens": table.c.input_tokens + usage[0],
-        "output_tokens": table.c.output_tokens + usage[1],
-        "total_tokens": table.c.total_tokens + usage[2],
-        "updated_at": now,
-    }
-    statement = update(table).where(
-        table.c.id == id,
-        *(
-            table.c[name] <= TOKEN_LIMIT - added
-            for name, added in zip(TOKEN_COLUMNS, usage, strict=True)
-            if added
-        ),
-    )
-    if session.connection().dialect.update_returning:
-        row = session.execute(statement.values(values).returning(table.c.step_count)).first()
+    connection = session.connection()
+    params: dict[str, Any] = {"b_id": id, "b_count": count, "b_now": now}
+    for name, added in zip(TOKEN_COLUMNS, usage, strict=True):
+        params[f"b_{name}"] = added
+        params[f"b_{name}_limit"] = TOKEN_LIMIT - added
+    returning = bool(connection.dialect.update_returning)
+    result = connection.execute(_STEP_SEQS[returning], params)
+    if returning:
+        row = result.first()
         return None if row is None else int(row[0])
-    values["step_count"] = func.last_insert_id(table.c.step_count + count)
-    if session.execute(statement.values(values)).rowcount == 0:  # type: ignore[attr-defined]
+    if result.rowcount == 0:
         return None
-    return int(session.execute(select(func.last_insert_id())).scalar_one())
+    return int(connection.execute(_LAST_INSERT_ID).scalar_one())
 
 
 def returns_from_update(session: Session) -> bool:
@@ -276,6 +296,26 @@ def insert_if_absent(
     session.execute(statement.on_duplicate_key_update({keys[0]: table.c[keys[0]]}))
 
 
+def _checkpoint_seq_statement(returning: bool) -> Update:
+    """The UPDATE of ``allocate_checkpoint_seq`` without a condition, with its new
+    counter returned or put through ``LAST_INSERT_ID(expr)``."""
+    table = cast(Table, AgentSession.__table__)
+    seq = table.c.checkpoint_seq + 1
+    statement = (
+        update(table)
+        .where(table.c.id == bindparam("b_id"))
+        .values(
+            checkpoint_seq=seq if returning else func.last_insert_id(seq),
+            latest_checkpoint_ref=bindparam("b_ref"),
+            updated_at=bindparam("b_now", type_=table.c.updated_at.type),
+        )
+    )
+    return statement.returning(table.c.checkpoint_seq) if returning else statement
+
+
+_CHECKPOINT_SEQ = {returning: _checkpoint_seq_statement(returning) for returning in (True, False)}
+
+
 def allocate_checkpoint_seq(
     session: Session,
     id: str,
@@ -290,28 +330,25 @@ def allocate_checkpoint_seq(
     One UPDATE under the session row's lock, so the seq and the pointer move together
     and two savers from one parent cannot both match; the revision is left alone
     (checkpoints never conflict with a save). Returns the seq taken, or None when no
-    row matched (no such session, or ``condition`` was false).
+    row matched (no such session, or ``condition`` was false). Without a condition the
+    statement is built once.
 
     PostgreSQL and SQLite read the new counter back with ``UPDATE ... RETURNING``;
     MariaDB/MySQL, which have no UPDATE RETURNING, through ``LAST_INSERT_ID(expr)``
     (see ``allocate_step_seqs``).
     """
-    table = cast(Table, AgentSession.__table__)
-    values: dict[str, Any] = {
-        "checkpoint_seq": table.c.checkpoint_seq + 1,
-        "latest_checkpoint_ref": ref,
-        "updated_at": now,
-    }
-    statement = update(table).where(table.c.id == id)
+    connection = session.connection()
+    returning = bool(connection.dialect.update_returning)
+    statement = _CHECKPOINT_SEQ[returning]
     if condition is not None:
         statement = statement.where(condition)
-    if session.connection().dialect.update_returning:
-        row = session.execute(statement.values(values).returning(table.c.checkpoint_seq)).first()
+    result = connection.execute(statement, {"b_id": id, "b_ref": ref, "b_now": now})
+    if returning:
+        row = result.first()
         return None if row is None else int(row[0])
-    values["checkpoint_seq"] = func.last_insert_id(table.c.checkpoint_seq + 1)
-    if session.execute(statement.values(values)).rowcount == 0:  # type: ignore[attr-defined]
+    if result.rowcount == 0:
         return None
-    return int(session.execute(select(func.last_insert_id())).scalar_one())
+    return int(connection.execute(_LAST_INSERT_ID).scalar_one())
 
 
 def json_from_text(session: Session, json_text: str) -> ColumnElement[Any]:
@@ -328,6 +365,25 @@ def json_from_text(session: Session, json_text: str) -> ColumnElement[Any]:
     if session.connection().dialect.name == "postgresql":
         return sql_cast(value, postgresql.JSON())
     return value
+
+
+_JSON_TEXT_INSERTS: dict[tuple[str, str, bool], Insert] = {}
+
+
+def insert_json_text(connection: Connection, table: Table, column: str) -> Insert:
+    """An INSERT into ``table`` whose ``column`` takes JSON text agentledger serialised
+    itself (the parameter ``b_<column>``; see ``json_from_text``), the other columns
+    from the execute parameters. Built once per table and dialect: cast to ``json`` on
+    PostgreSQL, the text itself elsewhere."""
+    postgres = connection.dialect.name == "postgresql"
+    key = (table.name, column, postgres)
+    statement = _JSON_TEXT_INSERTS.get(key)
+    if statement is None:
+        value: ColumnElement[Any] = bindparam(f"b_{column}", type_=Text())
+        if postgres:
+            value = sql_cast(value, postgresql.JSON())
+        statement = _JSON_TEXT_INSERTS.setdefault(key, table.insert().values({column: value}))
+    return statement
 
 
 def snapshot_read_options(dialect_name: str) -> dict[str, Any]:

@@ -29,12 +29,15 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from pydantic import ValidationError as PydanticValidationError
-from sqlalchemy import ColumnElement, Row, Table, and_, delete, or_, select, update
+from sqlalchemy import ColumnElement, Row, Table, and_, bindparam, delete, or_, select, update
 
 from .._checks import after_keyset, bounded_int, decode_cursor, encode_cursor
 from .._concurrency import spawn
-from .._dialects import allocate_checkpoint_seq, json_from_text, on_checkpoint_session_index
+from .._dialects import (
+    allocate_checkpoint_seq,
+    insert_json_text,
+    on_checkpoint_session_index,
+)
 from .._json import check_json, decode_json
 from ..clock import utc
 from ..errors import (
@@ -51,7 +54,9 @@ from ..records import (
     Checkpoint,
     CheckpointInfo,
     CheckpointPayload,
+    NewMessage,
     Page,
+    PendingToolCall,
     SessionSelection,
     from_stored,
 )
@@ -70,6 +75,28 @@ _INFO_COLUMNS = (
     _CHECKPOINTS.c.expires_at,
 )
 _READ = select(*_INFO_COLUMNS, json_text(_CHECKPOINTS.c.payload).label("payload"))
+_ALIVE = or_(
+    _CHECKPOINTS.c.expires_at.is_(None),
+    _CHECKPOINTS.c.expires_at > bindparam("now", type_=_CHECKPOINTS.c.expires_at.type),
+)
+# Built once: building and cache-keying a statement per call cost more than running it.
+_LATEST = (
+    _READ.where(_CHECKPOINTS.c.session_id == bindparam("id"), _ALIVE)
+    .order_by(_CHECKPOINTS.c.seq.desc())
+    .limit(1)
+)
+_GET = _READ.where(_CHECKPOINTS.c.ref == bindparam("ref"), _ALIVE)
+_LOCK_POINTER = (
+    select(_SESSIONS.c.latest_checkpoint_ref)
+    .where(_SESSIONS.c.id == bindparam("id"))
+    .with_for_update()
+)
+_LOCATE = select(_CHECKPOINTS.c.session_id, _CHECKPOINTS.c.seq, _CHECKPOINTS.c.expires_at).where(
+    _CHECKPOINTS.c.ref == bindparam("ref")
+)
+_LOCATE_LOCKED = {
+    exclusive: _LOCATE.with_for_update(read=not exclusive) for exclusive in (True, False)
+}
 _LIST = select(*_INFO_COLUMNS, _CHECKPOINTS.c.size)
 CheckpointInfos = list[CheckpointInfo]
 """Checkpoints without their payloads, as bulk operations return them."""
@@ -117,26 +144,87 @@ def _no_session(id: str, doing: str) -> NotFoundError:
 
 
 def checkpoint_of(row: Row[Any]) -> Checkpoint:
-    """A Checkpoint from a row of ``_READ``; a payload that does not decode raises
-    CorruptRecordError naming the checkpoint.
+    """A Checkpoint from a row of ``_READ``; a payload that does not decode, or is not
+    a checkpoint payload, raises CorruptRecordError naming the checkpoint.
 
-    The payload is parsed and validated in one pass by pydantic's JSON parser
-    (``model_validate_json``): a checkpoint of megabytes holds thousands of messages,
-    and decoding them to Python first, then validating, took twice as long."""
+    The text is decoded by Python's JSON decoder; a document in exactly the form
+    ``save`` writes (every field, each message as role, content and metadata) becomes
+    the payload record directly (``_as_stored``), what it was validated as on write.
+    Anything else (written by something other than agentledger) is validated whole,
+    as pydantic's ``model_validate`` decides."""
     values = dict(row._mapping)
-    ref, text = values["ref"], values["payload"]
-    try:
-        values["payload"] = CheckpointPayload.model_validate_json(text)
-    except PydanticValidationError as error:
-        if not any(problem["type"] == "json_invalid" for problem in error.errors()):
-            raise _not_a_payload(ref, error) from None
-        # Python's decoder names the problem (and takes what pydantic's refuses).
-        data = decode_json(text, table=_TABLE, key=ref, column="payload")
+    ref = values["ref"]
+    data = decode_json(values["payload"], table=_TABLE, key=ref, column="payload")
+    payload = _as_stored(data)
+    if payload is None:
         try:
-            values["payload"] = CheckpointPayload.model_validate(data)
+            payload = CheckpointPayload.model_validate(data)
         except ValueError as problem:
             raise _not_a_payload(ref, problem) from None
+    values["payload"] = payload
     return from_stored(Checkpoint, values)
+
+
+_PAYLOAD_FIELDS = tuple(CheckpointPayload.model_fields)
+_PAYLOAD_KEYS = frozenset(_PAYLOAD_FIELDS)
+_MESSAGE_KEYS = frozenset(("role", "content", "metadata"))
+_PENDING_KEYS = frozenset(("tool_call", "interrupt_active"))
+_MAX_ROLE_LENGTH = 255
+"""``NewMessage.role``'s ``max_length``."""
+
+
+def _as_stored(data: Any) -> CheckpointPayload | None:
+    """The payload record of a decoded document in the form ``save`` writes, built
+    without validating again; None when the document is in any other form.
+
+    Only what the form itself decides is looked at, and every rule of the fields it
+    holds: the keys of the payload, its messages and its pending tool calls (all
+    present, none other), each message's role a string of 1 to 255 characters and its
+    metadata an object, each tool call an object and its ``interrupt_active`` a bool,
+    the requesters strings, the runtime state an object. Validating the same document
+    with pydantic takes several times longer on a payload of many messages (and gives
+    an equal record)."""
+    if type(data) is not dict or data.keys() != _PAYLOAD_KEYS:
+        return None
+    window, pending, requesters, runtime_state = (
+        data["context_window"],
+        data["pending_tool_calls"],
+        data["interrupt_requesters"],
+        data["runtime_state"],
+    )
+    if type(window) is not list or type(pending) is not dict or type(runtime_state) is not dict:
+        return None
+    if type(requesters) is not dict or any(type(v) is not str for v in requesters.values()):
+        return None
+    messages: list[NewMessage] = []
+    for item in window:
+        if type(item) is not dict or item.keys() != _MESSAGE_KEYS:
+            return None
+        role, metadata = item["role"], item["metadata"]
+        if type(role) is not str or not 0 < len(role) <= _MAX_ROLE_LENGTH:
+            return None
+        if type(metadata) is not dict:
+            return None
+        message = {
+            "role": role,
+            "content": item["content"],
+            "metadata": metadata,
+            "created_at": None,
+            "external_key": None,
+        }
+        messages.append(from_stored(NewMessage, message))
+    calls: dict[str, PendingToolCall] = {}
+    for call_id, call in pending.items():
+        if type(call) is not dict or call.keys() != _PENDING_KEYS:
+            return None
+        tool_call, active = call["tool_call"], call["interrupt_active"]
+        if type(tool_call) is not dict or type(active) is not bool:
+            return None
+        calls[call_id] = from_stored(
+            PendingToolCall, {"tool_call": tool_call, "interrupt_active": active}
+        )
+    values = {**data, "context_window": messages, "pending_tool_calls": calls}
+    return from_stored(CheckpointPayload, {name: values[name] for name in _PAYLOAD_FIELDS})
 
 
 def _not_a_payload(ref: str, error: Exception) -> CorruptRecordError:
@@ -195,8 +283,7 @@ class CheckpointRepository(Repository):
     def _lock_session(self, id: str, doing: str) -> str | None:
         """Lock session ``id``'s row; its latest-checkpoint pointer. NotFoundError when
         the session is not there."""
-        query = select(_SESSIONS.c.latest_checkpoint_ref).where(_SESSIONS.c.id == id)
-        row = self._session.execute(query.with_for_update()).first()
+        row = self._session.connection().execute(_LOCK_POINTER, {"id": id}).first()
         if row is None:
             raise _no_session(id, doing)
         return cast(str | None, row[0])
@@ -204,10 +291,8 @@ class CheckpointRepository(Repository):
     def _row_of(self, ref: str, *, exclusive: bool = False) -> _Located | None:
         """(session_id, seq, expires_at) of checkpoint ``ref``, fresh, with a lock on that
         one row: a primary-key lookup, so no range and no other session's rows."""
-        query = select(
-            _CHECKPOINTS.c.session_id, _CHECKPOINTS.c.seq, _CHECKPOINTS.c.expires_at
-        ).where(_CHECKPOINTS.c.ref == ref)
-        return self._session.execute(query.with_for_update(read=not exclusive)).first()
+        statement = _LOCATE_LOCKED[exclusive]
+        return self._session.connection().execute(statement, {"ref": ref}).first()
 
     def _newest_alive(self, id: str, now: datetime, *, below: int | None) -> str | None:
         """The newest unexpired checkpoint of session ``id`` (under seq ``below``).
@@ -250,10 +335,9 @@ class CheckpointRepository(Repository):
             "expires_at": expires_at,
             "size": size,
         }
-        statement = _CHECKPOINTS.insert().values(
-            payload=json_from_text(self._session, text), **values
-        )
-        self._session.execute(statement)
+        connection = self._session.connection()
+        statement = insert_json_text(connection, _CHECKPOINTS, "payload")
+        connection.execute(statement, {**values, "b_payload": text})
         values.pop("size")
         return Checkpoint(payload=payload, **values)
 
@@ -408,12 +492,7 @@ class CheckpointRepository(Repository):
         """
         validate_id(id)
         now = self._work.settings.now()
-        query = (
-            _READ.where(_CHECKPOINTS.c.session_id == id, _alive(now))
-            .order_by(_CHECKPOINTS.c.seq.desc())
-            .limit(1)
-        )
-        row = self._session.execute(query).first()
+        row = self._session.connection().execute(_LATEST, {"id": id, "now": now}).first()
         if row is not None:
             return checkpoint_of(row)
         if not session_exists(self._session, id):
@@ -431,7 +510,7 @@ class CheckpointRepository(Repository):
         """
         _ref(ref)
         now = self._work.settings.now()
-        row = self._session.execute(_READ.where(_CHECKPOINTS.c.ref == ref, _alive(now))).first()
+        row = self._session.connection().execute(_GET, {"ref": ref, "now": now}).first()
         if row is None:
             raise _not_found(ref)
         return checkpoint_of(row)

@@ -75,6 +75,7 @@ _BY_KIND = (
     .order_by(_STEPS.c.seq)
     .limit(_PAGE)
 )
+_INSERT = insert(_STEPS)
 _BY_KEYS = _READ.where(
     _OF_SESSION, _STEPS.c.external_key.in_(bindparam("keys", expanding=True))
 ).with_for_update(read=True)
@@ -244,8 +245,9 @@ class StepRepository(Repository):
         records = [
             self._record(id, first + offset, step, now) for offset, step in enumerate(checked)
         ]
+        rows = [self._row_values(record) for record in records]
         with duplicate_as(lambda: _duplicate(id)):
-            self._session.execute(insert(_STEPS), [self._row_values(record) for record in records])
+            self._session.connection().execute(_INSERT, rows)
         fresh = iter(records)
         return [old if old is not None else next(fresh) for old in found]
 
