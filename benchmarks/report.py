@@ -17,7 +17,7 @@ REASONS = {
     "append": (
         "per-call machinery the raw floor does not run: SQLAlchemy's execution layer "
         "(the async adapter, greenlet bridge, execution context and result per "
-        "statement; on SQLite aiosqlite's worker-thread hop per cursor call), then the "
+        "statement; on SQLite a worker-thread hop per call), then the "
         "library's Session, validation and returned records"
     ),
     "read": (

@@ -3,9 +3,12 @@
 agentledger is written once, as sync code against SQLAlchemy's sync ``Session``. The
 async API runs that same code in a greenlet (``greenlet_spawn``, what
 ``AsyncSession.run_sync`` does), where the async driver's I/O is awaited on the event
-loop. Every async member is therefore a one-line hand-off, ``await spawn(sync_member,
-...)``; the helpers here adapt the two shapes a one-liner cannot: context managers and
-iterators.
+loop. Every async member is therefore a one-line hand-off, ``await run(sync_member,
+...)``, where ``run`` is a ``Runner``: ``spawn`` (that greenlet), or for the ledger-level
+calls of an async ledger on a SQLite file a ``ThreadHop``, which runs the same sync
+member on a sync (pysqlite) twin engine in one worker-thread hop, instead of the hop
+per cursor call aiosqlite makes. The helpers here adapt the two shapes a one-liner
+cannot: context managers and iterators.
 
 Sync code that must wait without a database call (a backoff between retries, a lock,
 file I/O) asks its ``Waits``: ``BLOCKING`` for the sync API (threads), ``GREENLET`` for
@@ -16,19 +19,80 @@ awaited, file I/O goes to a worker thread).
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
+import itertools
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, asynccontextmanager
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
 from sqlalchemy.util import await_only as await_
 from sqlalchemy.util import greenlet_spawn as spawn
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
-__all__ = ["BLOCKING", "GREENLET", "Waits", "async_context", "async_iterate", "await_", "spawn"]
+__all__ = [
+    "BLOCKING",
+    "GREENLET",
+    "Runner",
+    "ThreadHop",
+    "Waits",
+    "async_context",
+    "async_iterate",
+    "await_",
+    "in_greenlet",
+    "spawn",
+]
+
+
+class Runner(Protocol):
+    """How an async face runs one sync call: ``spawn`` (a greenlet) or a ``ThreadHop``."""
+
+    def __call__(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Awaitable[T]:
+        """Run ``fn(*args, **kwargs)`` and return its result."""
+        ...
+
+
+in_greenlet = cast(Runner, spawn)
+"""``spawn`` as a ``Runner`` (the default of every async face)."""
+
+
+class ThreadHop:
+    """A ``Runner`` that runs each sync call in one hop to a worker thread of its own
+    pool (``workers`` threads), with the caller's context variables.
+
+    ``check`` runs first, in the event loop (the refusal of a ledger-level call inside
+    the same task's unit of work, which needs the caller's task). The code it runs
+    must finish its transaction within the call and block only its thread (sync code
+    with ``BLOCKING`` waits). A call cancelled while it runs in its thread finishes
+    there (as with ``asyncio.to_thread``): its transaction commits or rolls back as a
+    whole, and the caller does not learn which. ``close`` waits for the running calls
+    and stops the threads; later calls raise what ``check`` raises.
+    """
+
+    def __init__(self, check: Callable[[], None], *, workers: int, name: str) -> None:
+        self._check = check
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
+        self.items_per_call = ITEMS_PER_HOP
+        """How many items ``async_iterate`` takes from an iterator in one hop."""
+        self.submitted = 0
+        """How many calls were handed to the threads (for tests)."""
+
+    async def __call__(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        self._check()
+        call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
+        future = asyncio.get_running_loop().run_in_executor(self._executor, call)
+        self.submitted += 1
+        return await future
+
+    def close(self) -> None:
+        """Wait for the calls running in the threads, then stop the threads (blocks)."""
+        self._executor.shutdown(wait=True)
 
 
 class Waits(Protocol):
@@ -105,18 +169,39 @@ async def async_context(manager: AbstractContextManager[T]) -> AsyncIterator[T]:
 
 
 _DONE = object()
+ITEMS_PER_HOP = 256
+"""Items a ``ThreadHop`` takes from an iterator per hop: a hop costs far more than a
+greenlet switch. The iterator may read its next page (a read transaction of its own)
+before the caller asks for it; a chunk stays small next to a page."""
 
 
-async def async_iterate(iterator: Iterator[T]) -> AsyncIterator[T]:
-    """A sync iterator advanced in greenlets, for ``async for``; closed (in a greenlet
-    too) when the loop ends early, so a generator's clean-up can use the database."""
+async def async_iterate(iterator: Iterator[T], run: Runner = in_greenlet) -> AsyncIterator[T]:
+    """A sync iterator advanced by ``run``, for ``async for``: an item per greenlet
+    switch, or a chunk of ``items_per_call`` items per thread hop; closed (the same
+    way) when the loop ends early, so a generator's clean-up can use the database."""
+    chunk = getattr(run, "items_per_call", 1)
     try:
+        if chunk > 1:
+            while True:
+                items = await run(_take, iterator, chunk)
+                for item in items:
+                    yield item
+                if len(items) < chunk:
+                    return
         while True:
-            item = await spawn(next, iterator, _DONE)
-            if item is _DONE:
+            value = await run(_next, iterator)
+            if value is _DONE:
                 return
-            yield cast(T, item)
+            yield cast(T, value)
     finally:
         close = getattr(iterator, "close", None)
         if close is not None:
-            await spawn(close)
+            await run(close)
+
+
+def _next(iterator: Iterator[Any]) -> object:
+    return next(iterator, _DONE)
+
+
+def _take(iterator: Iterator[T], n: int) -> list[T]:
+    return list(itertools.islice(iterator, n))

@@ -26,6 +26,7 @@ import sqlite3
 import sys
 import time
 import uuid
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -356,6 +357,52 @@ def create_async_engine_for(url: str | URL | None = None, **options: Any) -> Asy
     return engine
 
 
+def create_sqlite_twin(engine: AsyncEngine) -> Engine | None:
+    """A sync (pysqlite) engine on the SQLite file an aiosqlite engine a ledger created
+    names, for the ledger-level calls of an ``AsyncLedger`` (one worker-thread hop per
+    call, where aiosqlite hops per cursor call); None for anything else (an in-memory
+    database, another dialect or driver).
+
+    The twin connects to the same URL (a read-only file stays read-only) with the same
+    connect-time set-up and pool reset (``configure_timeouts`` is the caller's, as for
+    the engine). pysqlite pools a file's connections (QueuePool) with
+    ``check_same_thread`` off, so each call may run in any thread of the pool.
+
+    Its statement events are the engine's: the twin's dispatch is joined to
+    ``engine.sync_engine``'s, as SQLAlchemy joins an ``Engine.execution_options()``
+    copy to its parent (``OptionEngineMixin``), so the engine's ``begin`` listener
+    (BEGIN IMMEDIATE) runs on the twin's connections, and what users listen for on
+    ``ledger.engine.sync_engine`` (statement tracing) sees the twin's statements too,
+    including listeners added later; a listener on the twin itself is the twin's
+    only. Pool events (connect, checkout...) are each pool's own. That join is
+    private API of SQLAlchemy (``_join``, ``_has_events``), used here only;
+    tests/test_sqlite_twin.py fails if it changes.
+    """
+    sync_engine = engine.sync_engine
+    url = sync_engine.url
+    if url.get_backend_name() != "sqlite" or sync_engine.dialect.driver != "aiosqlite":
+        return None
+    if sqlite_file(url) is None and not is_read_only(url):
+        return None
+    twin_url = url.set(drivername="sqlite+pysqlite")
+    with missing_driver_as(lambda cause: _missing_driver(twin_url, cause)):
+        twin = create_engine(twin_url, **_engine_options(twin_url))
+    event.listen(twin, "connect", _on_sqlite_connect)
+    _configure_reset(twin, {})
+    # Private SQLAlchemy API (see the docstring): the twin's statement events run the
+    # parent's listeners too, as an OptionEngine's do.
+    twin.dispatch = twin.dispatch._join(sync_engine.dispatch)
+    # The parent has at least the ``begin`` listener; an engine without events skips
+    # its dispatch, so this one must look (OptionEngineMixin reads its parent's flag).
+    twin._has_events = True
+    _twins.add(twin)
+    return twin
+
+
+_twins: weakref.WeakSet[Engine] = weakref.WeakSet()
+"""The twins ``create_sqlite_twin`` made: configured through their parent's ``begin``."""
+
+
 def configure_timeouts(
     engine: Engine, *, lock_timeout: float, statement_timeout: float | None
 ) -> None:
@@ -419,8 +466,9 @@ def configure_sqlite_engine(engine: Engine | AsyncEngine) -> None:
 
 
 def is_configured_sqlite(engine: Engine) -> bool:
-    """Whether ``configure_sqlite_engine`` has been applied to ``engine``."""
-    return event.contains(engine, "begin", _on_sqlite_begin)
+    """Whether ``configure_sqlite_engine`` has been applied to ``engine`` (or to the
+    engine a twin's events are joined to)."""
+    return engine in _twins or event.contains(engine, "begin", _on_sqlite_begin)
 
 
 def _on_sqlite_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:

@@ -5,6 +5,13 @@ schema check and capability probe at first use), the retry of transient failures
 units of work and the repositories. ``AsyncLedger`` holds a ``Ledger`` built on its
 AsyncEngine's ``sync_engine`` (as ``AsyncEngine`` holds an ``Engine``) and hands every
 call to it in one greenlet hop, where the async driver's I/O is awaited.
+
+On a SQLite file whose engine it created, an ``AsyncLedger`` also holds a second
+``Ledger`` on a sync twin engine (pysqlite, the same file and set-up, the same
+``Settings``) and runs each ledger-level call (``ledger.messages.append(...)``) as one
+call of it in one worker-thread hop: aiosqlite makes a hop per cursor call (about eight
+per append). Units of work and ``run`` stay on the AsyncEngine: a unit of work holds the
+write lock across awaits, and threads waiting on it would starve the pool.
 """
 
 from __future__ import annotations
@@ -23,7 +30,17 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 from sqlalchemy.orm import Session
 
 from . import migrations
-from ._concurrency import BLOCKING, GREENLET, Waits, async_context, await_, spawn
+from ._concurrency import (
+    BLOCKING,
+    GREENLET,
+    Runner,
+    ThreadHop,
+    Waits,
+    async_context,
+    await_,
+    in_greenlet,
+    spawn,
+)
 from ._dialects import snapshot_read_options
 from ._json import Limits
 from ._probe import probe
@@ -43,6 +60,7 @@ from .engine import (
     check_supported,
     configure_timeouts,
     create_async_engine_for,
+    create_sqlite_twin,
     create_sync_engine,
     is_read_only,
     mask,
@@ -147,6 +165,7 @@ class Ledger:
         memory: MemoryDatabase | None,
         waits: Waits,
         session_factory: SessionFactory,
+        settings: Settings | None = None,
     ) -> None:
         self._engine = engine
         self._owns_engine = owns_engine
@@ -158,7 +177,7 @@ class Ledger:
         self._ready_lock = waits.lock()
         self._closed = False
         self._read_options: dict[str, Any] = {}
-        self.settings = Settings(
+        self.settings = settings or Settings(
             url=engine.url,
             clock=clock or system_clock,
             limits=limits or Limits(),
@@ -426,9 +445,13 @@ class AsyncLedger:
                 "use Ledger with a sync Engine",
                 path="engine",
             )
+        twin = None
         if engine is None:
             self._engine = create_async_engine_for(url)
             configure_timeouts(self._engine.sync_engine, **timeouts)
+            twin = None if _memory is not None else create_sqlite_twin(self._engine)
+            if twin is not None:
+                configure_timeouts(twin, **timeouts)
         else:
             check_supported(engine.sync_engine)
             self._engine = engine
@@ -444,22 +467,42 @@ class AsyncLedger:
             session_factory=_session_behind_async_session,
         )
         self.sync_ledger = proxied
-        """The sync ledger every call is handed to (on this engine's ``sync_engine``)."""
+        """The sync ledger on this engine's ``sync_engine``: units of work, ``run``,
+        transfer and retention are handed to it (and, without a twin, every call)."""
         self.settings = proxied.settings
         """The configuration every transaction of this ledger shares."""
-        self.sessions = AsyncSessionRepository(proxied.sessions)
+        self._twin: Ledger | None = None
+        self._hop: ThreadHop | None = None
+        calls, run = proxied, in_greenlet
+        if twin is not None:
+            calls = self._twin = Ledger.__new__(Ledger)
+            self._twin._setup(
+                twin,
+                owns_engine=True,
+                schema=schema,
+                clock=clock,
+                limits=limits,
+                memory=None,
+                waits=BLOCKING,
+                session_factory=Session,
+                settings=proxied.settings,
+            )
+            run = self._hop = ThreadHop(
+                self._before_hop, workers=TWIN_THREADS, name="agentledger-sqlite"
+            )
+        self.sessions = AsyncSessionRepository(calls.sessions, run)
         """Session operations, each in its own transaction."""
-        self.messages = AsyncMessageRepository(proxied.messages)
+        self.messages = AsyncMessageRepository(calls.messages, run)
         """Message operations, each in its own transaction."""
-        self.steps = AsyncStepRepository(proxied.steps)
+        self.steps = AsyncStepRepository(calls.steps, run)
         """Step operations, each in its own transaction."""
-        self.grants = AsyncGrantRepository(proxied.grants)
+        self.grants = AsyncGrantRepository(calls.grants, run)
         """Grant operations, each in its own transaction."""
-        self.checkpoints = AsyncCheckpointRepository(proxied.checkpoints)
+        self.checkpoints = AsyncCheckpointRepository(calls.checkpoints, run)
         """Checkpoint operations, each in its own transaction."""
-        self.app_state = AsyncAppStateRepository(proxied.app_state)
+        self.app_state = AsyncAppStateRepository(calls.app_state, run)
         """App state operations (state shared by an application's sessions)."""
-        self.user_state = AsyncUserStateRepository(proxied.user_state)
+        self.user_state = AsyncUserStateRepository(calls.user_state, run)
         """User state operations (state shared by one user's sessions of an application)."""
         self.transfer = AsyncTransfer(proxied.transfer)
         """Export to JSON Lines, import, and copy to another ledger."""
@@ -507,16 +550,43 @@ class AsyncLedger:
     async def __aexit__(self, *_: object) -> None:
         await self.close()
 
-    # --- async proxies of Ledger: upgrade, close (tools/generate_async.py; do not edit) ---
     async def upgrade(self, revision: str = "head") -> None:
         """Apply agentledger's migrations up to ``revision``."""
-        return await spawn(self.sync_ledger.upgrade, revision)
+        await spawn(self.sync_ledger.upgrade, revision)
+        if self._twin is not None:
+            self._twin._ready = False  # it checks the schema again at its next call
 
     async def close(self) -> None:
         """Release the engine if this ledger created it; a borrowed one is left alone."""
-        return await spawn(self.sync_ledger.close)
+        closed = self.sync_ledger._closed
+        await spawn(self.sync_ledger.close)
+        if self._hop is not None and self._twin is not None and not closed:
+            # After the calls running in the threads end; later ones are refused first.
+            await asyncio.to_thread(_close_twin, self._hop, self._twin)
 
-    # --- end of generated async proxies ---
+    def _ledger_calls(self) -> tuple[Ledger, Runner]:
+        """The sync ledger ledger-level calls run on and how they are run: the twin in
+        a thread hop, or (without one) ``sync_ledger`` in a greenlet (for the parts
+        that build a repository of their own on the ledger, e.g. LangGraph's)."""
+        if self._twin is not None and self._hop is not None:
+            return self._twin, self._hop
+        return self.sync_ledger, in_greenlet
+
+    def _before_hop(self) -> None:
+        """In the event loop, before a ledger-level call's thread hop: refused when this
+        ledger is closed, or inside an open unit of work of the calling task."""
+        self.sync_ledger._check_open()
+        refuse_if_open(self.sync_ledger._key)
+
+
+TWIN_THREADS = 4
+"""Worker threads of an async ledger's SQLite twin: SQLite runs one writer at a time
+and WAL readers alongside it, so a few threads keep it busy; more would only wait."""
+
+
+def _close_twin(hop: ThreadHop, twin: Ledger) -> None:
+    hop.close()
+    twin.close()
 
 
 def _check_options(url: object, engine: object, clock: object, limits: object) -> None:

@@ -25,8 +25,8 @@ def test_a_proxy_edited_by_hand_is_reported_stale(tmp_path: Path) -> None:
     generator = _load_generator()
     source = (ROOT / "src" / "agentledger" / "repositories" / "grants.py").read_text()
     edited = source.replace(
-        "return await spawn(self._proxied.revoke, id, capability)",
-        "return await spawn(self._proxied.revoke, id)",
+        "return await self._run(self._proxied.revoke, id, capability)",
+        "return await self._run(self._proxied.revoke, id)",
     )
     assert edited != source
     assert generator.generate(edited, Path("grants.py")) == source

@@ -354,8 +354,9 @@ class AsyncLedgerSaver(_Codec):
         super().__init__(serde=serde)
         self.ledger = ledger
         """The ledger the threads are stored in."""
-        sync = LangGraphRepository(ledger.sync_ledger, app_name=app_name, user_id=user_id)
-        self._threads = AsyncLangGraphRepository(sync)
+        host, run = ledger._ledger_calls()
+        sync = LangGraphRepository(host, app_name=app_name, user_id=user_id)
+        self._threads = AsyncLangGraphRepository(sync, run)
         self._loop: asyncio.AbstractEventLoop | None = None
 
     @classmethod

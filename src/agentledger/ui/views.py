@@ -182,7 +182,8 @@ async def session_page(ledger: AsyncLedger, id: str, *, after: int | None = None
     threads = None
     if session["framework"] == "langgraph":
         # LangGraph keeps its checkpoints in tables of its own: one more read-only read.
-        repository = AsyncLangGraphRepository(LangGraphRepository(ledger.sync_ledger))
+        host, run = ledger._ledger_calls()
+        repository = AsyncLangGraphRepository(LangGraphRepository(host), run)
         threads = langgraph_threads(
             await repository.session_rows(record.id, checkpoints=CHECKPOINTS_SHOWN)
         )
