@@ -4,17 +4,36 @@ merged.
 
 A delta merge never conflicts with another: it takes the scope row's lock (creating
 the row first when it is absent, in one statement concurrent creators cannot race),
-applies the delta to what is stored and bumps the revision. A replace (``save``) is
-optimistic like a session save: it succeeds only at the revision its record was read at.
+applies the delta to what is stored and bumps the revision. A write that merges into
+several scopes at once (a message append's app and user deltas) reads their rows in
+one unlocked statement and stores each merge with one UPDATE versioned by the revision
+it read (``merge_from``), falling back to the locked merge for a row that is absent or
+has moved since. A replace (``save``) is optimistic like a session save: it succeeds
+only at the revision its record was read at.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Select, Table, and_, bindparam, delete, insert, select, update
+from sqlalchemy import (
+    ColumnElement,
+    CompoundSelect,
+    Select,
+    Table,
+    Update,
+    and_,
+    bindparam,
+    delete,
+    insert,
+    literal_column,
+    select,
+    union_all,
+    update,
+)
 from sqlalchemy.orm import Session
 
 from .._checks import bounded_int, checked_text, text_problem
@@ -74,6 +93,9 @@ def is_empty(delta: StateDelta) -> bool:
     return not delta.set and not delta.delete
 
 
+_UPDATES: dict[str, Update] = {}
+
+
 @dataclass(frozen=True)
 class ScopeKind:
     """One scoped-state table: its key columns, record type and prebuilt statements."""
@@ -111,6 +133,45 @@ class ScopeKind:
         """The bind parameters naming one scope's row."""
         return dict(zip(self.keys, key, strict=True))
 
+    @property
+    def versioned_update(self) -> Update:
+        """``UPDATE <table> SET state, revision, updated_at WHERE <key> AND revision =
+        :b_revision``, built once (bind parameters ``k_<key column>``, ``new_state``,
+        ``new_revision``, ``now``)."""
+        built = _UPDATES.get(self.name)
+        if built is None:
+            table = self.table
+            statement = (
+                update(table)
+                .where(*(table.c[name] == bindparam(f"k_{name}") for name in self.keys))
+                .where(table.c.revision == bindparam("b_revision"))
+                .values(
+                    state=bindparam("new_state", type_=table.c.state.type),
+                    revision=bindparam("new_revision"),
+                    updated_at=bindparam("now", type_=table.c.updated_at.type),
+                )
+            )
+            built = _UPDATES.setdefault(self.name, statement)
+        return built
+
+    def tagged(self, index: int, *extra: ColumnElement[Any]) -> Select[Any]:
+        """The unlocked read of one scope's row as the ``index``-th part of a combined
+        read (``read_many``): a ``part`` column saying which part a row answers, the
+        row's state, revision and times, then ``extra`` columns (what the other parts
+        of a UNION need); bind parameters suffixed ``_<index>`` (``scope_params``)."""
+        return select(
+            literal_column(str(index)).label("part"),
+            self.table.c.revision,
+            json_text(self.table.c.state).label("state"),
+            self.table.c.created_at,
+            self.table.c.updated_at,
+            *extra,
+        ).where(*(self.table.c[name] == bindparam(f"{name}_{index}") for name in self.keys))
+
+
+Scopes = list[tuple["ScopeKind", tuple[str, ...]]]
+"""Scopes to read together: each one's kind and key."""
+
 
 APP = ScopeKind("app state", cast(Table, AgentAppState.__table__), ("app_name",), AppState)
 USER = ScopeKind(
@@ -121,6 +182,44 @@ USER = ScopeKind(
 def read(session: Session, kind: ScopeKind, key: tuple[str, ...], *, lock: bool = False) -> Any:
     """The stored state of ``key``, or empty state at revision 0 when none is stored."""
     row = session.connection().execute(kind.load(lock=lock), kind.params(key)).first()
+    return _record(kind, key, row)
+
+
+_READS: dict[tuple[str, ...], Select[Any] | CompoundSelect[Any]] = {}
+
+
+def read_many(session: Session, scopes: Scopes) -> list[Any]:
+    """The stored state of each scope, as ``read`` (unlocked) returns it, in one SELECT
+    (a UNION ALL of the scopes' rows): what a write that merges into several scopes
+    reads first to compute the merged states (``merge_from``)."""
+    names = tuple(kind.name for kind, _ in scopes)
+    statement = _READS.get(names)
+    if statement is None:
+        parts = [kind.tagged(index) for index, (kind, _) in enumerate(scopes)]
+        built = parts[0] if len(parts) == 1 else union_all(*parts)
+        statement = _READS.setdefault(names, built)
+    rows = session.connection().execute(statement, scope_params(scopes)).all()
+    return scope_records(scopes, rows)
+
+
+def scope_params(scopes: Scopes) -> dict[str, Any]:
+    """The bind parameters of the ``tagged`` reads of ``scopes``."""
+    return {
+        f"{name}_{index}": value
+        for index, (kind, key) in enumerate(scopes)
+        for name, value in kind.params(key).items()
+    }
+
+
+def scope_records(scopes: Scopes, rows: Sequence[Any]) -> list[Any]:
+    """The record of each scope from the rows of its ``tagged`` read (rows of other
+    parts, ``part`` below 0, are left out); empty at revision 0 when none is stored."""
+    found = {row.part: row for row in rows if row.part >= 0}
+    return [_record(kind, key, found.get(index)) for index, (kind, key) in enumerate(scopes)]
+
+
+def _record(kind: ScopeKind, key: tuple[str, ...], row: Any) -> Any:
+    """The record of ``key`` from its row (None: nothing stored, empty at revision 0)."""
     values: dict[str, Any] = kind.params(key)
     if row is None:
         values.update(state={}, revision=0, created_at=None, updated_at=None)
@@ -195,6 +294,34 @@ def merge(
             "updated_at": now,
         },
     )
+
+
+def merge_from(
+    session: Session,
+    kind: ScopeKind,
+    key: tuple[str, ...],
+    read: Any,
+    state: dict[str, Any],
+    delta: StateDelta,
+    now: datetime,
+    limits: Limits,
+    *,
+    path: str = "state",
+) -> None:
+    """Store ``state``, the merge of ``delta`` into ``read`` (the scope's record as an
+    unlocked read found it, ``read_many``), with one versioned UPDATE: the row lock
+    that UPDATE takes and its revision check stand for the locking read of ``merge``.
+    When the row is not stored yet, or another writer moved it since the read, this
+    is ``merge`` (under the row lock, the row created first when absent), so no delta
+    is ever lost and concurrent merges never conflict."""
+    if read.created_at is not None:
+        params = {f"k_{name}": value for name, value in kind.params(key).items()}
+        params.update(
+            b_revision=read.revision, new_state=state, new_revision=read.revision + 1, now=now
+        )
+        if session.connection().execute(kind.versioned_update, params).rowcount == 1:
+            return
+    merge(session, kind, key, delta, now, limits, path=path)
 
 
 def remove(session: Session, kind: ScopeKind, key: tuple[str, ...]) -> bool:

@@ -11,8 +11,12 @@ A message may carry the caller's key (``external_key``), unique per session. Key
 are looked up *before* the revision check: a retry of an append whose commit had an
 unknown outcome finds its messages stored and returns them, where the revision check
 alone would call its (now stale) record a conflict. The same call may apply a state
-delta to the session (in the same versioned UPDATE) and to its app and user state
-(merged under their row locks, after the session's): one revision step per call.
+delta to the session (in the same versioned UPDATE) and to its app and user state:
+their rows are read with the key look-up, in the same statement, the merged states
+checked before anything is written, and stored after the session's row (the lock order
+of every writer) with one versioned UPDATE each; a scope row that is new or that
+another writer moved since the read is merged under its row lock instead. One
+revision step per call.
 """
 
 from __future__ import annotations
@@ -23,7 +27,21 @@ from datetime import datetime
 from typing import Any, cast
 
 from pydantic import ValidationError as PydanticValidationError
-from sqlalchemy import Integer, Row, Table, bindparam, delete, insert, select
+from sqlalchemy import (
+    CompoundSelect,
+    Integer,
+    Row,
+    Table,
+    Text,
+    bindparam,
+    delete,
+    insert,
+    literal_column,
+    null,
+    select,
+    type_coerce,
+    union_all,
+)
 
 from .._checks import bounded_int, checked_text
 from .._concurrency import Runner, in_greenlet
@@ -88,6 +106,24 @@ _TIME_READS = {
 }
 _BY_KEYS = _READ.where(_OF_SESSION, _MESSAGES.c.external_key.in_(bindparam("keys", expanding=True)))
 _BY_KEYS_LOCKED = _BY_KEYS.with_for_update(read=True)
+# What the key lookup adds to the tagged scope reads to share one UNION ALL with them
+# (_keys_and_scopes): the scope parts come first and name the columns.
+_PADDING = (
+    type_coerce(null(), _MESSAGES.c.role.type).label("role"),
+    type_coerce(null(), Text()).label("metadata"),
+    type_coerce(null(), _MESSAGES.c.external_key.type).label("external_key"),
+)
+_KEYED = select(
+    literal_column("-1").label("part"),
+    _MESSAGES.c.seq,
+    json_text(_MESSAGES.c.content).label("content"),
+    _MESSAGES.c.created_at,
+    null().label("updated_at"),
+    _MESSAGES.c.role,
+    json_text(_MESSAGES.c.metadata).label("metadata"),
+    _MESSAGES.c.external_key,
+).where(_OF_SESSION, _MESSAGES.c.external_key.in_(bindparam("keys", expanding=True)))
+_KEYS_AND_SCOPES: dict[tuple[str, ...], CompoundSelect[Any]] = {}
 PREVIEW_LENGTH = 256
 
 MessageInput = NewMessage | Message | dict[str, Any]
@@ -96,6 +132,10 @@ is ignored; its time and key are kept) or a dict with ``role``, ``content`` and
 optional ``metadata``, ``created_at`` and ``external_key``."""
 Delta = StateDelta | dict[str, Any]
 """A state delta: a StateDelta, or a dict ``{"set": {...}, "delete": [...]}``."""
+_SCOPE_DELTAS = (("app_state_delta", _state.APP), ("user_state_delta", _state.USER))
+_Scope = tuple[str, _state.ScopeKind, tuple[str, ...], Any, dict[str, Any]]
+"""A scope an append merges into: the delta's name, the scope's kind, key and record
+as read, and the merged state to store."""
 
 
 def _as_new_messages(messages: MessageInput | Iterable[MessageInput]) -> list[NewMessage]:
@@ -274,26 +314,50 @@ class MessageRepository(Repository):
         )
 
     def _stored_by_key(
-        self, id: str, messages: list[NewMessage], *, locked: bool
-    ) -> dict[str, Message]:
+        self,
+        id: str,
+        messages: list[NewMessage],
+        *,
+        locked: bool,
+        scopes: _state.Scopes | None = None,
+    ) -> tuple[dict[str, Message], list[Any] | None]:
         """The stored messages of session ``id`` with the keys of ``messages``, by key;
-        ConflictError ``duplicate`` for one stored with other content."""
+        ConflictError ``duplicate`` for one stored with other content. With ``scopes``
+        (an unlocked lookup only), their records too, read by the same statement (see
+        ``_keys_and_scopes``); else None for them."""
         keys = [m.external_key for m in messages if m.external_key is not None]
         if not keys:
-            return {}
-        query = _BY_KEYS_LOCKED if locked else _BY_KEYS
-        rows = self._session.connection().execute(query, {"id": id, "keys": keys}).all()
+            return {}, None
+        connection = self._session.connection()
+        records = None
+        if scopes:
+            assert not locked
+            names = tuple(kind.name for kind, _ in scopes)
+            statement = _KEYS_AND_SCOPES.get(names)
+            if statement is None:
+                statement = _KEYS_AND_SCOPES.setdefault(names, _keys_and_scopes(scopes))
+            params = {"id": id, "keys": keys, **_state.scope_params(scopes)}
+            found = connection.execute(statement, params).all()
+            records = _state.scope_records(scopes, found)
+            rows: Sequence[Sequence[Any]] = [
+                (row.revision, row.role, row.state, row.metadata, row.created_at, row.external_key)
+                for row in found
+                if row.part < 0
+            ]
+        else:
+            query = _BY_KEYS_LOCKED if locked else _BY_KEYS
+            rows = connection.execute(query, {"id": id, "keys": keys}).all()
         stored = {message.external_key: message for message in messages_of(rows, id)}
         for message in messages:
-            found = stored.get(message.external_key) if message.external_key else None
-            if found is not None and not _same_message(message, found):
+            found_one = stored.get(message.external_key) if message.external_key else None
+            if found_one is not None and not _same_message(message, found_one):
                 raise ConflictError(
                     f"session {id!r} already holds a message with key "
                     f"{message.external_key!r} and other content",
                     reason="duplicate",
                     id=id,
                 )
-        return {key: message for key, message in stored.items() if key is not None}
+        return {key: message for key, message in stored.items() if key is not None}, records
 
     def _write(
         self,
@@ -364,14 +428,47 @@ class MessageRepository(Repository):
                 connection.execute(_INSERT, rows if len(rows) > 1 else rows[0])
         return after, stored
 
-    def _merge_scopes(self, record: SessionRecord, deltas: dict[str, StateDelta]) -> None:
-        """Merge the app and user state deltas of a call, in that order (after the
-        session row, the lock order of every writer)."""
+    @staticmethod
+    def _wanted(record: SessionRecord, deltas: dict[str, StateDelta]) -> _state.Scopes:
+        """The app and user scopes a call merges into (a delta that changes something),
+        in that order: after the session row, the lock order of every writer."""
+        return [
+            (kind, tuple(getattr(record, column) for column in kind.keys))
+            for name, kind in _SCOPE_DELTAS
+            if name in deltas and not _state.is_empty(deltas[name])
+        ]
+
+    def _scopes(
+        self, wanted: _state.Scopes, reads: list[Any] | None, deltas: dict[str, StateDelta]
+    ) -> list[_Scope]:
+        """Each scope of ``wanted`` with its record (``reads``, else read for all of them
+        in one unlocked SELECT) and its merged state, checked within the limits before
+        anything is written."""
+        if not wanted:
+            return []
+        if reads is None:
+            reads = _state.read_many(self._session, wanted)
+        limits = self._work.settings.limits
+        names = {kind.name: name for name, kind in _SCOPE_DELTAS}
+        scopes = []
+        for (kind, key), read in zip(wanted, reads, strict=True):
+            name = names[kind.name]
+            state = _state.applied(read.state, deltas[name], path=name, limits=limits)
+            scopes.append((name, kind, key, read, state))
+        return scopes
+
+    def _merge_scopes(
+        self,
+        deltas: dict[str, StateDelta],
+        scopes: list[_Scope],
+    ) -> None:
+        """Store the merged app and user states of ``_scopes``: one versioned UPDATE each
+        (a merge under the row lock when the row is new or moved since it was read)."""
         now, limits = self._work.settings.now(), self._work.settings.limits
-        for name, kind in (("app_state_delta", _state.APP), ("user_state_delta", _state.USER)):
-            if name in deltas:
-                key = tuple(getattr(record, column) for column in kind.keys)
-                _state.merge(self._session, kind, key, deltas[name], now, limits, path=name)
+        for name, kind, key, read, state in scopes:
+            _state.merge_from(
+                self._session, kind, key, read, state, deltas[name], now, limits, path=name
+            )
 
     @staticmethod
     def _check_scopes(record: SessionRecord, deltas: dict[str, StateDelta]) -> None:
@@ -436,16 +533,21 @@ class MessageRepository(Repository):
             )
         record, blind = self._target(session, "append")
         self._check_scopes(record, deltas)
-        stored = self._stored_by_key(record.id, checked, locked=blind)
+        wanted = self._wanted(record, deltas)
+        # From a record, the key lookup and the scopes' reads are one statement.
+        stored, reads = self._stored_by_key(
+            record.id, checked, locked=blind, scopes=None if blind else wanted
+        )
         found = [stored.get(m.external_key) if m.external_key else None for m in checked]
         new = [m for m, old in zip(checked, found, strict=True) if old is None]
         if checked and not new:
             current = record if blind else load_record(self._session, record.id)
             return Appended(session=current, messages=[old for old in found if old is not None])
+        scopes = self._scopes(wanted, reads, deltas)
         after, written = self._write(
             record, new, replace=False, state_delta=deltas.get("state_delta")
         )
-        self._merge_scopes(record, deltas)
+        self._merge_scopes(deltas, scopes)
         fresh = iter(written)
         result = [old if old is not None else next(fresh) for old in found]
         return Appended(session=after, messages=result)
@@ -580,6 +682,15 @@ class MessageRepository(Repository):
             NotFoundError: no such session.
         """
         return messages_of(_LOG.all(self._session, id), id)
+
+
+def _keys_and_scopes(scopes: _state.Scopes) -> CompoundSelect[Any]:
+    """The key lookup of an append (``_BY_KEYS``) and the unlocked reads of the scopes
+    it merges into (``_state.ScopeKind.tagged``) as one UNION ALL: one round trip. The
+    scopes' parts come first (they name and type the columns: a message's seq comes
+    back as ``revision``, its content as ``state``); the messages' rows have part -1."""
+    parts = [kind.tagged(index, *_PADDING) for index, (kind, _) in enumerate(scopes)]
+    return union_all(*parts, _KEYED)
 
 
 def _same_message(new: NewMessage, stored: Message) -> bool:

@@ -187,3 +187,51 @@ class ScopedStateConcurrencyContract:
         await harness.concurrently(8, writer)
         final = await harness.ledger.user_state.get("app", "ana")
         assert (final.revision, final.state) == (8, {str(i): i for i in range(8)})
+
+    async def test_concurrent_appends_with_app_and_user_deltas_lose_nothing(
+        self, harness: Harness
+    ) -> None:
+        # Each writer appends to its own session; every append merges into the one app
+        # state and into one of two users' state, racing the first merges (the rows are
+        # created by them) and direct merges of the same scopes.
+        writers, rounds = 6, 5
+        ledger = harness.ledger
+        records = [
+            await ledger.sessions.create(f"scoped-{i}", app_name="shared", user_id=f"u{i % 2}")
+            for i in range(writers)
+        ]
+        barrier = harness.barrier(writers + 1)
+
+        async def writer(index: int) -> None:
+            await barrier.wait()
+            if index == writers:
+                for turn in range(rounds):
+                    await ledger.app_state.merge("shared", {"set": {f"merge:{turn}": turn}})
+                    await ledger.user_state.merge("shared", "u0", {"set": {f"merge:{turn}": turn}})
+                return
+            record = records[index]
+            for turn in range(rounds):
+                key = f"{index}:{turn}"
+                done = await ledger.messages.append(
+                    record,
+                    {"role": "tool", "content": key, "external_key": key},
+                    state_delta={"set": {"turn": turn}},
+                    app_state_delta={"set": {key: turn}},
+                    user_state_delta={"set": {key: turn}, "delete": [f"{index}:{turn - 1}"]},
+                )
+                assert done.session.revision == record.revision + 1
+                record = done.session
+
+        await harness.concurrently(writers + 1, writer)
+        app = await ledger.app_state.get("shared")
+        expected = {f"{i}:{t}": t for i in range(writers) for t in range(rounds)}
+        merged = {f"merge:{t}": t for t in range(rounds)}
+        assert (app.revision, app.state) == (writers * rounds + rounds, expected | merged)
+        last = rounds - 1
+        for user in (0, 1):
+            state = (await ledger.user_state.get("shared", f"u{user}")).state
+            mine = {f"{i}:{last}": last for i in range(user, writers, 2)}
+            assert state == (mine | merged if user == 0 else mine)
+        for i in range(writers):
+            assert (await ledger.sessions.get(f"scoped-{i}")).state == {"turn": last}
+            assert len(await ledger.messages.all(f"scoped-{i}")) == rounds
