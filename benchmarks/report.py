@@ -27,8 +27,9 @@ REASONS = {
     ),
     "bulk_read": "a record per row (Message, with its time) where the floor builds a tuple",
     "checkpoint_read": (
-        "the payload becomes a typed CheckpointPayload (pydantic, model_validate_json "
-        "of the whole document) where the floor only json.loads it"
+        "the payload becomes typed records (json.loads as the floor does, then a "
+        "CheckpointPayload with a record per message, built from the stored form without "
+        "a second validation pass) where the floor keeps the decoded dicts"
     ),
     "write": (
         "SQLAlchemy's per-statement cost over several statements, and the records the call returns"
@@ -37,12 +38,24 @@ REASONS = {
         "the append at the longest conversation took longer in this run; its statements "
         "do not depend on the length (an index insert), so compare the floors' growth"
     ),
-    "tries": "an item needed more tries than the limit under contention",
+    "tries": (
+        "optimistic retries of 8 writers on one row: a retried item can lose again to a "
+        "writer starting its next item at once; the backoff (full jitter from 10 ms, "
+        "doubling up to 1 s) keeps the tail short (the floors' loops: 99 to 148 tries) "
+        "but does not bound it, and in an A/B on PostgreSQL bases of 2 to 10 ms and caps "
+        "of 50 ms to 1 s gave none fewer tries or more throughput"
+    ),
     "throughput": (
         "after a conflict ledger.run waits (full jitter from 10 ms, doubling) where the "
-        "floor's loop retries at once and meets several times the conflicts; on SQLite "
-        "each item holds the write lock across its read and its write, and SQLite's busy "
-        "handler sleeps while the others wait"
+        "floor's loop retries at once and meets several times the conflicts; shorter "
+        "waits measured no better (A/B of 2 to 10 ms bases, 50 ms to 1 s caps)"
+    ),
+    "throughput_sqlite": (
+        "no conflicts (BEGIN IMMEDIATE serialises each item's read and write), but each "
+        "item holds SQLite's write lock across both, and a waiting writer sleeps in "
+        "SQLite's busy handler, where the floor's reads run outside its write "
+        "transaction; queueing the writers in the process instead measured slower "
+        "(A/B: 29 to 55 against 39 to 72 appends a second)"
     ),
     "lost": "an acknowledged append is missing",
 }
@@ -125,7 +138,7 @@ def targets(result: dict[str, Any]) -> list[Target]:
         REASONS["tries"], "d")  # fmt: skip
     share = conc["agentledger"]["appends_per_s"] / conc["raw"]["appends_per_s"]
     add("8 writers: throughput vs the raw retry loop", ">= 0.5x", share, share >= 0.5,
-        REASONS["throughput"], ".2f")  # fmt: skip
+        REASONS["throughput_sqlite" if d == "sqlite" else "throughput"], ".2f")  # fmt: skip
     lost = conc["agentledger"]["lost_updates"]
     add("lost updates, 8 concurrent writers", "0", lost, lost == 0, REASONS["lost"], "d")
     return found
