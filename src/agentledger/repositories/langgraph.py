@@ -885,16 +885,8 @@ class LangGraphRepository(Repository):
             if part.part == "value":
                 values[(*place, part.channel, part.name)] = (part.type, bytes(part.blob))
             else:
-                writes.append(
-                    StoredWrite(
-                        task_id=part.name,
-                        channel=part.channel,
-                        value=(part.type, bytes(part.blob)),
-                        task_path=part.task_path,
-                        idx=part.idx,
-                    )
-                )
-        writes.sort(key=lambda write: (write.task_path, write.task_id, write.idx))
+                writes.append(_write_of(part, part.name))
+        _in_langgraph_order(writes)
         return values, {(*place, row.checkpoint_id): writes}
 
     def _values(self, rows: Sequence[Any]) -> dict[tuple[str, str, str, str], Typed]:
@@ -945,17 +937,9 @@ class LangGraphRepository(Repository):
                 for row in self._connection().execute(every)
             ]
         for key, row in stored:
-            found.setdefault(key, []).append(
-                StoredWrite(
-                    task_id=row.task_id,
-                    channel=row.channel,
-                    value=(row.type, bytes(row.blob)),
-                    task_path=row.task_path,
-                    idx=row.idx,
-                )
-            )
+            found.setdefault(key, []).append(_write_of(row, row.task_id))
         for writes in found.values():
-            writes.sort(key=lambda write: (write.task_path, write.task_id, write.idx))
+            _in_langgraph_order(writes)
         return found
 
     @operation(writes=False)
@@ -1212,18 +1196,28 @@ def _parts_of_many(rows: Sequence[Any]) -> tuple[_Values, _Writes]:
                 place = (part.session_id, part.checkpoint_ns, part.channel, part.name)
                 values[place] = (part.type, bytes(part.blob))
         elif part.part == "write":
-            writes.setdefault((part.session_id, part.checkpoint_ns, part.checkpoint_id), []).append(
-                StoredWrite(
-                    task_id=part.name,
-                    channel=part.channel,
-                    value=(part.type, bytes(part.blob)),
-                    task_path=part.task_path,
-                    idx=part.idx,
-                )
-            )
+            key = (part.session_id, part.checkpoint_ns, part.checkpoint_id)
+            writes.setdefault(key, []).append(_write_of(part, part.name))
     for pending in writes.values():
-        pending.sort(key=lambda write: (write.task_path, write.task_id, write.idx))
+        _in_langgraph_order(pending)
     return values, writes
+
+
+def _write_of(row: Any, task_id: str) -> StoredWrite:
+    """A pending write from a row of its columns (the task's id passed in: a writes row
+    has it as ``task_id``, a parts row as ``name``)."""
+    return StoredWrite(
+        task_id=task_id,
+        channel=row.channel,
+        value=(row.type, bytes(row.blob)),
+        task_path=row.task_path,
+        idx=row.idx,
+    )
+
+
+def _in_langgraph_order(writes: builtins.list[StoredWrite]) -> None:
+    """Sort one checkpoint's pending writes as LangGraph's own savers return them."""
+    writes.sort(key=lambda write: (write.task_path, write.task_id, write.idx))
 
 
 def _matches(metadata: dict[str, Any], filter: dict[str, Any]) -> bool:
