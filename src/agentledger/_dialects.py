@@ -550,22 +550,22 @@ def _row_params(
 
 
 def insert_missing(
-    session: Session, table: Table, rows: Sequence[dict[str, Any]], keys: tuple[str, ...]
+    connection: Any, table: Table, rows: Sequence[dict[str, Any]], keys: tuple[str, ...]
 ) -> None:
     """Insert ``rows`` (one statement), leaving alone each one whose primary key is
     already stored: ``insert_if_absent`` for many rows at once. ``ON CONFLICT DO
     NOTHING`` on PostgreSQL and SQLite; MariaDB/MySQL's ``INSERT IGNORE`` would hide
-    other errors too, so a no-op ``ON DUPLICATE KEY UPDATE`` there."""
+    other errors too, so a no-op ``ON DUPLICATE KEY UPDATE`` there. ``connection``: a
+    Connection, or a ``_driver.DriverConnection`` (prebuilt statements run on both)."""
     if not rows:
         return
-    connection = session.connection()
     names = tuple(rows[0])
     statement = _rows_statement(connection.dialect.name, table, len(rows), names, keys, None, "r")
     connection.execute(statement, _row_params(rows, names, "r"))
 
 
 def upsert_rows(
-    session: Session,
+    connection: Any,
     table: Table,
     rows: Sequence[dict[str, Any]],
     keys: tuple[str, ...],
@@ -576,7 +576,6 @@ def upsert_rows(
     and SQLite, ``ON DUPLICATE KEY UPDATE`` on MariaDB/MySQL (see ``upsert_grant``)."""
     if not rows:
         return
-    connection = session.connection()
     names = tuple(rows[0])
     statement = _rows_statement(
         connection.dialect.name, table, len(rows), names, keys, tuple(refreshed), "r"
@@ -585,7 +584,7 @@ def upsert_rows(
 
 
 def insert_missing_and_upsert(
-    session: Session,
+    connection: Any,
     missing: tuple[Table, Sequence[dict[str, Any]], tuple[str, ...]],
     upserted: tuple[Table, dict[str, Any], tuple[str, ...], Sequence[str]],
 ) -> None:
@@ -594,15 +593,15 @@ def insert_missing_and_upsert(
 
     PostgreSQL runs an INSERT inside a WITH of the other (a data-modifying CTE runs
     whether or not it is referenced): one round trip. SQLite and MariaDB/MySQL have
-    no such CTE: two statements, in the caller's transaction.
+    no such CTE: two statements, in the caller's transaction. ``connection``: a
+    Connection, or a ``_driver.DriverConnection`` (as for ``insert_missing``).
     """
     table, rows, keys = missing
     target, row, target_keys, refreshed = upserted
-    connection = session.connection()
     dialect = connection.dialect.name
     if not rows or dialect != "postgresql":
-        insert_missing(session, table, rows, keys)
-        upsert_rows(session, target, [row], target_keys, refreshed)
+        insert_missing(connection, table, rows, keys)
+        upsert_rows(connection, target, [row], target_keys, refreshed)
         return
     names, target_names = tuple(rows[0]), tuple(row)
     cache_key = ("missing_and_upsert", table.name, len(rows), names, target.name, target_names)
@@ -698,12 +697,18 @@ def probe_per_row(dialect_name: str, probe: Select[Any], name: str) -> tuple[lis
     return list(lateral.c), lateral
 
 
+_SESSIONS = cast(Table, AgentSession.__table__)
+_TOUCH = (
+    update(_SESSIONS)
+    .where(_SESSIONS.c.id == bindparam("session_id"))
+    .values(updated_at=bindparam("now", type_=_SESSIONS.c.updated_at.type))
+)
 _SESSION_BY_KEY: dict[str, Any] = {}
 """The statements of ``touch_session_by_key`` by dialect, built on first use."""
 
 
 def touch_session_by_key(
-    session: Session, key_hash: str, key: str, now: datetime, every: timedelta
+    connection: Any, key_hash: str, key: str, now: datetime, every: timedelta
 ) -> str | None:
     """The id of the session with external key ``key`` (its scope's hash ``key_hash``),
     its ``updated_at`` set to ``now`` when older than ``every``; None when there is none.
@@ -723,14 +728,12 @@ def touch_session_by_key(
     write takes the row's shared lock. SQLite's write transaction (``BEGIN
     IMMEDIATE``) holds the database's write lock already.
     """
-    table = cast(Table, AgentSession.__table__)
-    connection = session.connection()
     dialect = connection.dialect.name
     statement = _SESSION_BY_KEY.get(dialect)
     if statement is None:
-        statement = select(table.c.id, table.c.updated_at).where(
-            table.c.external_key_hash == bindparam("hash"),
-            table.c.external_key == bindparam("key"),
+        statement = select(_SESSIONS.c.id, _SESSIONS.c.updated_at).where(
+            _SESSIONS.c.external_key_hash == bindparam("hash"),
+            _SESSIONS.c.external_key == bindparam("key"),
         )
         if dialect == "postgresql":
             statement = statement.with_for_update(key_share=True)
@@ -740,5 +743,5 @@ def touch_session_by_key(
         return None
     found = str(row[0])
     if row[1] is None or row[1] < now - every:
-        connection.execute(update(table).where(table.c.id == found).values(updated_at=now))
+        connection.execute(_TOUCH, {"session_id": found, "now": now})
     return found

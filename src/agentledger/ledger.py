@@ -29,7 +29,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 from sqlalchemy.orm import Session
 
-from . import migrations
+from . import _driver, migrations
 from ._concurrency import (
     BLOCKING,
     GREENLET,
@@ -51,7 +51,7 @@ from ._retry import (
     should_retry,
     transient_or_replayable,
 )
-from ._translate import translated
+from ._translate import translated, translated_commit
 from .clock import Clock, system_clock
 from .engine import (
     DEFAULT_LOCK_TIMEOUT_S,
@@ -68,7 +68,13 @@ from .engine import (
     repair_aiomysql_bytes,
     validate_schema,
 )
-from .errors import DatabaseError, PermissionDeniedError, UsageError, ValidationError
+from .errors import (
+    AgentLedgerError,
+    DatabaseError,
+    PermissionDeniedError,
+    UsageError,
+    ValidationError,
+)
 from .repositories import (
     AppStateRepository,
     AsyncAppStateRepository,
@@ -85,7 +91,7 @@ from .repositories import (
     StepRepository,
     UserStateRepository,
 )
-from .repositories._base import Settings, Work
+from .repositories._base import NOT_ON_DRIVER, Settings, Work
 from .retention import AsyncRetention, Retention
 from .transfer import AsyncTransfer, Transfer
 from .uow import ASYNC_SESSION_KEY, AsyncUnitOfWork, UnitOfWork
@@ -349,6 +355,53 @@ class Ledger:
         def retry_on(error: BaseException) -> bool:
             lost = bool(begun) and is_lost_before_commit(error, begun[0].commit_sent)
             return lost or replayable(error)
+
+        return retrying(
+            attempt, retries=TRANSIENT_RETRIES, retry_on=retry_on, sleep=self._waits.sleep
+        )
+
+    def _perform_on_driver(self, writes: bool, call: Callable[[Work], R]) -> R | object:
+        """``_perform`` on driver SQL (``_driver``), without an ORM Session: for the hot
+        calls whose statements are all prebuilt, on this ledger's own engine when it can
+        take them. The same checks, retries and error translation; ``NOT_ON_DRIVER``
+        when the call must run through ``_perform`` instead (nothing of it stored)."""
+        if not self._owns_engine or not _driver.usable(self._engine, schema=self.settings.schema):
+            return NOT_ON_DRIVER
+        refuse_if_open(self._key)
+        self._ensure_ready()
+        if writes and is_read_only(self.settings.url):
+            return NOT_ON_DRIVER  # _perform says why it cannot
+        url = self.settings.url
+        autocommit = self._read_options.get("isolation_level") == "AUTOCOMMIT"
+        begun: list[Work] = []
+        sent = [False]
+
+        def attempt() -> R | object:
+            begun.clear()
+            sent[0] = False
+            driver: _driver.DriverConnection | None = None
+            try:
+                with _driver.transaction(
+                    self._engine, writes=writes, autocommit=autocommit
+                ) as driver:
+                    work = Work(None, self.settings, writes=writes, joined=False, driver=driver)
+                    work.one_operation = work.active = True
+                    begun.append(work)
+                    result = work._perform(writes, call)
+                return result
+            except _driver.Fallback:
+                return NOT_ON_DRIVER
+            except Exception as error:
+                sent[0] = driver is not None and driver.commit_sent
+                if isinstance(error, AgentLedgerError):
+                    raise
+                with translated_commit(url) if sent[0] and writes else translated(url):
+                    raise
+
+        replayable = transient_or_replayable(lambda: bool(begun) and begun[0].replay_safe)
+
+        def retry_on(error: BaseException) -> bool:
+            return is_lost_before_commit(error, sent[0]) or replayable(error)
 
         return retrying(
             attempt, retries=TRANSIENT_RETRIES, retry_on=retry_on, sleep=self._waits.sleep

@@ -13,13 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import wraps
-from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, cast
 
 from sqlalchemy import Connection
 from sqlalchemy.engine import URL
 from sqlalchemy.orm import Session
 
 from .._dialects import begin_snapshot
+from .._driver import DriverConnection, Fallback
 from .._json import Limits
 from .._translate import translated, translated_commit
 from ..clock import Clock, checked_now
@@ -65,14 +66,18 @@ class Work:
 
     def __init__(
         self,
-        session: Session,
+        session: Session | None,
         settings: Settings,
         *,
         writes: bool,
         joined: bool,
         snapshot: bool = False,
+        driver: DriverConnection | None = None,
     ):
-        self.session = session
+        self._orm_session = session
+        self.driver = driver
+        """The driver connection of a transaction on driver SQL (``_driver``), which has
+        no ORM Session; None otherwise."""
         self.settings = settings
         self.writes = writes
         self.joined = joined
@@ -90,6 +95,21 @@ class Work:
         """Whether this transaction runs one repository operation and nothing else (a
         ledger's call, not a unit of work): set by the ledger."""
         self._restore: dict[str, Any] | None = None
+
+    @property
+    def session(self) -> Session:
+        """The transaction's ORM Session. A transaction on driver SQL has none: an
+        operation that needs one falls back to SQLAlchemy (``_driver.Fallback``)."""
+        if self._orm_session is None:
+            raise NeedsSession("this operation needs an ORM Session")
+        return self._orm_session
+
+    def connection(self) -> Any:
+        """Where the transaction's statements run: the driver connection, else the
+        Session's Connection (both take ``execute(statement, params)``)."""
+        if self.driver is not None:
+            return self.driver
+        return self.session.connection()
 
     def __enter__(self) -> Work:
         self.begin()
@@ -170,6 +190,15 @@ class Work:
             raise UsageError("a read-only unit of work cannot write")
 
 
+class NeedsSession(Fallback):
+    """An operation on driver SQL reached for the ORM Session."""
+
+
+NOT_ON_DRIVER = object()
+"""What ``Ledger._perform_on_driver`` returns when the operation must run through
+SQLAlchemy instead (the engine cannot take driver SQL, or the operation fell back)."""
+
+
 class Scope(Protocol):
     """Where a repository's operations run: a ``Work`` or a ``Ledger``."""
 
@@ -195,6 +224,11 @@ class Repository:
     def _session(self) -> Session:
         return self._work.session
 
+    def _connection(self) -> Any:
+        """Where prebuilt Core statements run: the transaction's connection (on driver
+        SQL, the driver's; else the Session's), with no ORM in the way."""
+        return self._work.connection()
+
     def _within(self, work: Work) -> Any:
         """This repository in ``work``: itself when bound to it, else a copy bound to it."""
         return self if self._scope is work else type(self)(work)
@@ -204,20 +238,30 @@ RepoT = TypeVar("RepoT", bound=Repository)
 
 
 def operation(
-    *, writes: bool, snapshot: bool = False
+    *, writes: bool, snapshot: bool = False, on_driver: bool = False
 ) -> Callable[[Callable[Concatenate[RepoT, P], R]], Callable[Concatenate[RepoT, P], R]]:
     """Mark a repository method as one operation, run by the repository's scope: checks,
     error translation, the rollback-only rule after a conflict, and (on a ledger) its
     own retried transaction. ``writes`` says whether it needs a write transaction;
     ``snapshot``, a read whose statements must all see one snapshot (on a ledger, a
-    read-only snapshot transaction; in a unit of work, that unit's transaction)."""
+    read-only snapshot transaction; in a unit of work, that unit's transaction).
+    ``on_driver``: on a ledger whose engine can, run it on driver SQL (``_driver``:
+    a hot call whose statements are all prebuilt), falling back to SQLAlchemy when it
+    reaches for what only SQLAlchemy has."""
 
     def decorate(method: Callable[Concatenate[RepoT, P], R]) -> Callable[Concatenate[RepoT, P], R]:
         @wraps(method)
         def run(self: RepoT, /, *args: P.args, **kwargs: P.kwargs) -> R:
-            return self._scope._perform(
-                writes, lambda work: method(self._within(work), *args, **kwargs), snapshot
-            )
+            def call(work: Work) -> R:
+                return method(self._within(work), *args, **kwargs)
+
+            if on_driver:
+                perform_on_driver = getattr(self._scope, "_perform_on_driver", None)
+                if perform_on_driver is not None:
+                    found = perform_on_driver(writes, call)
+                    if found is not NOT_ON_DRIVER:
+                        return cast(R, found)
+            return self._scope._perform(writes, call, snapshot)
 
         run.writes = writes  # type: ignore[attr-defined]
         return run

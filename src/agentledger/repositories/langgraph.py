@@ -464,16 +464,22 @@ class LangGraphRepository(Repository):
         session_id: str | None = found.scalar_one_or_none()
         return session_id
 
-    def _connection(self) -> Any:
-        # Prebuilt Core statements on the unit of work's connection: no ORM in the way.
-        return self._session.connection()
+    def _dialect_name(self) -> str:
+        """The database's dialect, without beginning the transaction."""
+        driver = self._work.driver
+        if driver is not None:
+            return str(driver.dialect.name)
+        return self._session.get_bind().dialect.name
 
     def _one_statement_connection(self) -> Any:
         """The connection for a read that is one statement: in a ledger's call of its
         own, on SQLite, without the explicit BEGIN of a read transaction (one statement
         in the driver's autocommit is one snapshot: ``engine.ONE_STATEMENT_OPTION``); in
-        a unit of work, or once the transaction has begun, the transaction's own."""
+        a unit of work, or once the transaction has begun, the transaction's own (on
+        driver SQL, the driver's)."""
         work = self._work
+        if work.driver is not None:
+            return work.driver
         if work.one_operation and not work.writes and not self._session.in_transaction():
             return self._session.connection(execution_options={ONE_STATEMENT_OPTION: True})
         return self._connection()
@@ -484,7 +490,7 @@ class LangGraphRepository(Repository):
         see an active thread as active)."""
         now = self._work.settings.now()
         digest, key = self._key(thread_id)
-        found = touch_session_by_key(self._session, digest, key, now, TOUCH_EVERY)
+        found = touch_session_by_key(self._connection(), digest, key, now, TOUCH_EVERY)
         if found is not None:
             return found
         sessions = SessionRepository(self._work)
@@ -498,7 +504,7 @@ class LangGraphRepository(Repository):
 
     # -- writing -----------------------------------------------------------------------
 
-    @operation(writes=True)
+    @operation(writes=True, on_driver=True)
     def put(
         self,
         thread_id: str,
@@ -565,12 +571,12 @@ class LangGraphRepository(Repository):
         row["session_id"] = session_id
         refreshed = [name for name in row if name not in _CHECKPOINT_KEY]
         insert_missing_and_upsert(
-            self._session,
+            self._connection(),
             (BLOBS, values, ("session_id", "checkpoint_ns", "channel", "version")),
             (CHECKPOINTS, row, _CHECKPOINT_KEY, refreshed),
         )
 
-    @operation(writes=True)
+    @operation(writes=True, on_driver=True)
     def put_writes(
         self,
         thread_id: str,
@@ -617,9 +623,10 @@ class LangGraphRepository(Repository):
         for row in rows:
             row["session_id"] = session_id
         keys = ("session_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx")
-        insert_missing(self._session, WRITES, [row for row in rows if row["idx"] >= 0], keys)
+        connection = self._connection()
+        insert_missing(connection, WRITES, [row for row in rows if row["idx"] >= 0], keys)
         upsert_rows(
-            self._session,
+            connection,
             WRITES,
             [row for row in rows if row["idx"] < 0],
             keys,
@@ -628,7 +635,7 @@ class LangGraphRepository(Repository):
 
     # -- reading -----------------------------------------------------------------------
 
-    @operation(writes=False)
+    @operation(writes=False, on_driver=True)
     def get(
         self, thread_id: str, checkpoint_ns: str, checkpoint_id: str | None = None
     ) -> StoredCheckpoint | None:
@@ -640,9 +647,7 @@ class LangGraphRepository(Repository):
         if checkpoint_id is not None:
             params["id"] = _checkpoint_id(checkpoint_id)
         query = _LATEST if checkpoint_id is None else _ONE
-        statement = self._in_one(
-            self._session.get_bind().dialect.name, query, checkpoint_id is None
-        )
+        statement = self._in_one(self._dialect_name(), query, checkpoint_id is None)
         if statement is None:
             # Two queries; the read transaction (REPEATABLE READ) is one snapshot.
             found = self._assemble(self._connection().execute(query, params).all())
@@ -703,7 +708,7 @@ class LangGraphRepository(Repository):
     def _scope_limits(self) -> Any:
         return self._scope.settings.limits  # type: ignore[attr-defined]
 
-    @operation(writes=False)
+    @operation(writes=False, on_driver=True)
     def _page(
         self,
         thread_id: str | None,
@@ -771,9 +776,7 @@ class LangGraphRepository(Repository):
         """``_page`` of one thread without a filter as one prebuilt statement (the page,
         its values and its writes: one snapshot); None where the dialect has none."""
         shape = (checkpoint_ns is not None, checkpoint_id is not None, before is not None)
-        statement = _page_statement(
-            self._session.get_bind().dialect.name, *shape, after is not None
-        )
+        statement = _page_statement(self._dialect_name(), *shape, after is not None)
         if statement is None:
             return None
         params: dict[str, Any] = self._key_params(thread_id)

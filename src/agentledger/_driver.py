@@ -1,0 +1,242 @@
+"""Driver SQL: prebuilt Core statements, compiled once per driver, run on the DBAPI
+cursor of a pooled connection, outside SQLAlchemy's execution layer and ORM Session.
+
+Why: on a call of a fraction of a millisecond, SQLAlchemy's per-execution work (the
+execution context, the compiled-cache lookup, result wrapping) and the ORM Session's
+transaction bookkeeping cost more than the database's own work. research/feasibility.md
+measured Core at 1.5 to 2.9 times the raw driver and driver SQL on a pooled connection
+at 1.2 to 1.3 times; LangGraph's own savers are raw driver calls on one connection.
+The statements stay SQLAlchemy's: built with Core, compiled by the engine's dialect
+(its SQL and parameter style), each value bound by its column type's own bind
+processor and read back by its result processor, so a row reads as it would through
+SQLAlchemy. Driver errors are wrapped as SQLAlchemy's ``DBAPIError`` (a lost
+connection invalidated, as SQLAlchemy does), so agentledger's translation and retry
+rules apply unchanged.
+
+Where it runs (``usable``): a ledger's own engine on SQLite or PostgreSQL, with no
+PostgreSQL schema map, and no statement listener on the engine (``before_cursor_execute``
+and ``after_cursor_execute`` see every statement: with one registered, the same
+statements go through SQLAlchemy instead).
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from typing import Any
+
+from sqlalchemy import Engine
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import Dialect
+
+DIALECTS = ("sqlite", "postgresql")
+"""Where driver SQL runs: the dialects whose hot reads are one statement."""
+_MOST_PREPARED = 2_000
+"""Compiled statements kept per process before the cache starts over (they are
+prebuilt, module-level statements: a handful per row count)."""
+
+
+class Fallback(Exception):
+    """Raised inside an operation on driver SQL when it needs what only SQLAlchemy has
+    (an ORM Session, a statement that cannot be prebuilt): its transaction is rolled
+    back and the caller runs the operation through SQLAlchemy instead."""
+
+
+class NotPrebuilt(Fallback):
+    """A statement driver SQL cannot run as compiled (an expanding IN list)."""
+
+
+class _Prepared:
+    """One statement compiled for one driver: its SQL, how to bind, how to read."""
+
+    def __init__(self, statement: Any, dialect: Dialect) -> None:
+        compiled = statement.compile(dialect=dialect)
+        if "__[POSTCOMPILE_" in compiled.string:
+            raise NotPrebuilt("an expanding parameter")
+        self.statement = statement  # kept alive: the cache is keyed by its id
+        self.sql: str = compiled.string
+        self.positional: bool = bool(compiled.positional)
+        self.order: list[str] = list(compiled.positiontup or [])
+        escaped: dict[str, str] = getattr(compiled, "escaped_bind_names", None) or {}
+        self.names = {name: escaped.get(name, name) for name in compiled.binds}
+        self.defaults = {
+            name: bind.value
+            for name, bind in compiled.binds.items()
+            if not bind.required and bind.callable is None
+        }
+        self.binders: list[tuple[str, Callable[[Any], Any]]] = []
+        for name, bind in compiled.binds.items():
+            processor = bind.type.dialect_impl(dialect).bind_processor(dialect)
+            if processor is not None:
+                self.binders.append((name, processor))
+        self.row: Any = None
+        self.readers: list[tuple[int, Callable[[Any], Any]]] = []
+        if getattr(statement, "is_select", False) or hasattr(statement, "selected_columns"):
+            columns = list(statement.selected_columns)
+            self.row = namedtuple("Row", [column.key for column in columns], rename=True)  # type: ignore[misc]
+            for position, column in enumerate(columns):
+                reader = column.type.dialect_impl(dialect).result_processor(dialect, None)
+                if reader is not None:
+                    self.readers.append((position, reader))
+
+    def parameters(self, values: dict[str, Any]) -> Any:
+        """The driver's parameters for ``values`` (positional or named, bound)."""
+        bound = {**self.defaults, **values}
+        for name, processor in self.binders:
+            if name in bound:
+                bound[name] = processor(bound[name])
+        if self.positional:
+            return tuple(bound[name] for name in self.order)
+        return {self.names[name]: value for name, value in bound.items()}
+
+    def rows(self, fetched: list[Any]) -> list[Any]:
+        """The fetched tuples as rows with the statement's column names, read back."""
+        make = self.row._make
+        if not self.readers:
+            return [make(row) for row in fetched]
+        result = []
+        for row in fetched:
+            values = list(row)
+            for position, reader in self.readers:
+                values[position] = reader(values[position])
+            result.append(make(values))
+        return result
+
+
+_PREPARED: dict[tuple[str, str, str, int], _Prepared] = {}
+
+
+class DriverResult:
+    """The rows of one statement (read at once) and how many rows it changed."""
+
+    def __init__(self, rows: list[Any], rowcount: int) -> None:
+        self._rows = rows
+        self.rowcount = rowcount
+
+    def all(self) -> list[Any]:
+        return self._rows
+
+    def first(self) -> Any:
+        return self._rows[0] if self._rows else None
+
+    def scalar_one_or_none(self) -> Any:
+        if len(self._rows) > 1:
+            raise sa_exc.MultipleResultsFound("more than one row")
+        return self._rows[0][0] if self._rows else None
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._rows)
+
+
+class DriverConnection:
+    """What a repository's statements need of a Connection (``dialect``, ``execute``),
+    on a DBAPI connection."""
+
+    def __init__(self, dbapi_connection: Any, dialect: Dialect) -> None:
+        self.dialect = dialect
+        self._dbapi = dbapi_connection
+        self._key = (dialect.name, dialect.driver, str(dialect.paramstyle))
+        self.commit_sent = False
+        """Whether COMMIT was sent (set by ``transaction``)."""
+
+    def execute(self, statement: Any, parameters: dict[str, Any] | None = None) -> DriverResult:
+        """Run a prebuilt statement with ``parameters``; its rows, read at once."""
+        key = (*self._key, id(statement))
+        prepared = _PREPARED.get(key)
+        if prepared is None or prepared.statement is not statement:
+            if len(_PREPARED) >= _MOST_PREPARED:
+                _PREPARED.clear()
+            prepared = _PREPARED[key] = _Prepared(statement, self.dialect)
+        bound = prepared.parameters(parameters or {})
+        cursor = self._dbapi.cursor()
+        try:
+            cursor.execute(prepared.sql, bound)
+            fetched = cursor.fetchall() if cursor.description is not None else []
+            rowcount = cursor.rowcount
+        except self.dialect.loaded_dbapi.Error as error:
+            raise _wrapped(error, prepared.sql, bound, self.dialect, self._dbapi) from error
+        finally:
+            cursor.close()
+        rows = prepared.rows(fetched) if prepared.row is not None else []
+        return DriverResult(rows, rowcount)
+
+
+def usable(engine: Engine, *, schema: str | None) -> bool:
+    """Whether driver SQL may run on ``engine`` (see the module's docstring)."""
+    dispatch = engine.dispatch
+    return (
+        engine.dialect.name in DIALECTS
+        and schema is None
+        and not dispatch.before_cursor_execute
+        and not dispatch.after_cursor_execute
+    )
+
+
+@contextmanager
+def transaction(engine: Engine, *, writes: bool, autocommit: bool) -> Iterator[DriverConnection]:
+    """A transaction on a pooled connection of ``engine``, committed when the block
+    ends (rolled back on an error), the connection back in the pool after. SQLite:
+    ``BEGIN IMMEDIATE`` for a write, ``BEGIN`` for a read (one snapshot), as
+    ``engine`` does for SQLAlchemy's transactions (its connections are in the driver's
+    autocommit). ``autocommit``: a read in the driver's autocommit (PostgreSQL at READ
+    COMMITTED, see ``engine.read_only_options``), switched back after. The
+    connection's ``commit_sent`` says whether COMMIT went out (its outcome may be
+    unknown after that)."""
+    dialect = engine.dialect
+    pooled = engine.raw_connection()
+    dbapi_connection: Any = pooled.dbapi_connection
+    connection = DriverConnection(dbapi_connection, dialect)
+    switched = False
+    try:
+        try:
+            if dialect.name == "sqlite":
+                cursor = dbapi_connection.cursor()
+                try:
+                    cursor.execute("BEGIN IMMEDIATE" if writes else "BEGIN")
+                finally:
+                    cursor.close()
+            elif autocommit and not writes:
+                dialect.set_isolation_level(dbapi_connection, "AUTOCOMMIT")
+                switched = True
+            yield connection
+            connection.commit_sent = True
+            dbapi_connection.commit()
+        except dialect.loaded_dbapi.Error as error:
+            raise _wrapped(error, None, None, dialect, dbapi_connection) from error
+    except BaseException as error:
+        if isinstance(error, sa_exc.DBAPIError) and error.connection_invalidated:
+            pooled.invalidate(error.orig)
+            switched = False
+        else:
+            _quietly(dbapi_connection.rollback, dialect)
+        raise
+    finally:
+        if switched:
+            _quietly(lambda: dialect.reset_isolation_level(dbapi_connection), dialect)
+        pooled.close()
+
+
+def _quietly(call: Callable[[], Any], dialect: Dialect) -> None:
+    """A clean-up after an error: one of its own must not hide the first (the pool's
+    reset on return rolls back again, or throws the connection away)."""
+    with suppress(dialect.loaded_dbapi.Error):
+        call()
+
+
+def _wrapped(
+    error: Exception, sql: str | None, parameters: Any, dialect: Dialect, dbapi_connection: Any
+) -> sa_exc.DBAPIError:
+    """``error`` as SQLAlchemy would raise it: a ``DBAPIError`` of the matching class,
+    ``connection_invalidated`` when the dialect reads it as a lost connection."""
+    lost = bool(dialect.is_disconnect(error, dbapi_connection, None))  # type: ignore[arg-type]
+    wrapped = sa_exc.DBAPIError.instance(
+        sql,
+        parameters,
+        error,
+        dialect.loaded_dbapi.Error,
+        hide_parameters=True,
+        connection_invalidated=lost,
+        dialect=dialect,
+    )
+    return wrapped  # type: ignore[return-value]

@@ -1,0 +1,145 @@
+"""The saver's hot calls on driver SQL (``agentledger._driver``): they run without an
+ORM Session where the engine can take driver SQL, read rows as SQLAlchemy reads them,
+fall back to SQLAlchemy for what only it has, and fail as every other call fails."""
+
+from __future__ import annotations
+
+import inspect
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_config
+from sqlalchemy import Table, bindparam, event, select
+from sqlalchemy.orm import Session
+
+from agentledger import DatabaseLockedError, Ledger
+from agentledger._driver import DriverConnection, NotPrebuilt, transaction
+from agentledger.integrations.langgraph import LedgerSaver
+from agentledger.models import AgentSession
+
+from .conftest import Saved
+
+SESSIONS = cast(Table, AgentSession.__table__)
+
+
+@contextmanager
+def _orm_transactions() -> Iterator[list[object]]:
+    """Every ORM Session transaction begun inside the block."""
+    begun: list[object] = []
+
+    def record(session: Session, transaction: Any, connection: Any) -> None:
+        begun.append(session)
+
+    event.listen(Session, "after_begin", record)
+    try:
+        yield begun
+    finally:
+        event.remove(Session, "after_begin", record)
+
+
+async def test_hot_calls_on_a_stored_thread_begin_no_orm_session_where_driver_sql_runs(
+    saved: Saved,
+) -> None:
+    config = generate_config("hot")
+    checkpoint = generate_checkpoint(channel_values={"v": 1}, channel_versions={"v": 1})
+    config = await saved.saver.aput(config, checkpoint, {"step": 0}, {"v": 1})
+    with _orm_transactions() as begun:
+        following = generate_checkpoint(channel_values={"v": 2}, channel_versions={"v": 2})
+        latest = await saved.saver.aput(config, following, {"step": 1}, {"v": 2})
+        await saved.saver.aput_writes(latest, [("v", 3)], "task")
+        found = await saved.saver.aget_tuple(generate_config("hot"))
+        listed = [item async for item in saved.saver.alist(generate_config("hot"), limit=10)]
+    assert found is not None and found.checkpoint["id"] == following["id"]
+    assert found.pending_writes == [("task", "v", 3)]
+    assert [item.checkpoint["id"] for item in listed] == [following["id"], checkpoint["id"]]
+    on_driver = saved.ledger.engine.dialect.name in ("sqlite", "postgresql")
+    assert (begun == []) is on_driver
+
+
+async def test_a_thread_s_first_put_creates_its_session_through_the_orm(saved: Saved) -> None:
+    checkpoint = generate_checkpoint(channel_values={"v": 1}, channel_versions={"v": 1})
+    with _orm_transactions() as begun:
+        await saved.saver.aput(generate_config("first"), checkpoint, {"step": 0}, {"v": 1})
+    assert begun  # the session row is created by SessionRepository, on the ORM path
+    listed = saved.ledger.sessions.list(app_name="langgraph")
+    page = await listed if inspect.isawaitable(listed) else listed
+    assert [summary.id.split(".")[0] for summary in page.items] == ["langgraph"]
+
+
+def _sync_engine(saved: Saved) -> Any:
+    if not isinstance(saved.ledger, Ledger) or saved.url is None:
+        pytest.skip("driver SQL is compared on a sync ledger's own engine")
+    if saved.ledger.engine.dialect.name not in ("sqlite", "postgresql"):
+        pytest.skip("driver SQL runs on SQLite and PostgreSQL")
+    return saved.ledger.engine
+
+
+async def test_driver_sql_reads_a_row_as_sqlalchemy_reads_it(saved: Saved) -> None:
+    engine = _sync_engine(saved)
+    saved.ledger.sessions.create(id="s-1", app_name="a", state={"k": [1, "two"]})
+    query = select(SESSIONS.c.id, SESSIONS.c.state, SESSIONS.c.created_at, SESSIONS.c.message_count)
+    query = query.where(SESSIONS.c.id == bindparam("id"))
+    with engine.connect() as connection:
+        expected = connection.execute(query, {"id": "s-1"}).all()
+    with transaction(engine, writes=False, autocommit=False) as driver:
+        found = driver.execute(query, {"id": "s-1"}).all()
+    assert found == expected
+    assert found[0].state == {"k": [1, "two"]}
+    assert isinstance(found[0].created_at, datetime)
+
+
+async def test_an_expanding_parameter_is_left_to_sqlalchemy(saved: Saved) -> None:
+    engine = _sync_engine(saved)
+    query = select(SESSIONS.c.id).where(SESSIONS.c.id.in_(bindparam("ids", expanding=True)))
+    raw = engine.raw_connection()
+    try:
+        with pytest.raises(NotPrebuilt):
+            DriverConnection(raw.dbapi_connection, engine.dialect).execute(query, {"ids": ["a"]})
+    finally:
+        raw.close()
+
+
+def test_a_put_while_another_process_holds_the_sqlite_write_lock_fails_and_stores_nothing(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "locked.db"
+    with Ledger(f"sqlite:///{path}", lock_timeout=0.2) as ledger:
+        ledger.upgrade()
+        saver = LedgerSaver(ledger)
+        first = generate_checkpoint(channel_values={"v": 1}, channel_versions={"v": 1})
+        config = saver.put(generate_config("t"), first, {"step": 0}, {"v": 1})
+        other = sqlite3.connect(path, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            blocked = generate_checkpoint(channel_values={"v": 2}, channel_versions={"v": 2})
+            with pytest.raises(DatabaseLockedError, match="locked"):
+                saver.put(config, blocked, {"step": 1}, {"v": 2})
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        found = saver.get_tuple(generate_config("t"))
+        assert found is not None and found.checkpoint["id"] == first["id"]
+        # The pool's connection came back usable: the next put goes through.
+        later = generate_checkpoint(channel_values={"v": 3}, channel_versions={"v": 3})
+        saver.put(config, later, {"step": 2}, {"v": 3})
+        latest = saver.get_tuple(generate_config("t"))
+        assert latest is not None and latest.checkpoint["id"] == later["id"]
+
+
+def test_driver_sql_binds_a_datetime_by_its_column_type(tmp_path: Path) -> None:
+    with Ledger(f"sqlite:///{tmp_path / 'times.db'}") as ledger:
+        ledger.upgrade()
+        ledger.sessions.create(id="s-1")
+        moment = datetime(2099, 1, 1, tzinfo=UTC)
+        query = select(SESSIONS.c.id).where(SESSIONS.c.created_at < bindparam("moment"))
+        query = query.where(SESSIONS.c.created_at.is_not(None))
+        with ledger.engine.connect() as connection:
+            expected = connection.execute(query, {"moment": moment}).all()
+        with transaction(ledger.engine, writes=False, autocommit=False) as driver:
+            found = driver.execute(query, {"moment": moment}).all()
+        assert [tuple(row) for row in found] == [tuple(row) for row in expected]
