@@ -24,6 +24,7 @@ from sqlalchemy import (
     literal,
     select,
     text,
+    union_all,
     update,
 )
 from sqlalchemy import cast as sql_cast
@@ -736,7 +737,7 @@ def touch_session_by_key(
             _SESSIONS.c.external_key == bindparam("key"),
         )
         if dialect == "postgresql":
-            statement = statement.with_for_update(key_share=True)
+            statement = statement.with_for_update(read=True, key_share=True)
         _SESSION_BY_KEY[dialect] = statement
     row = connection.execute(statement, {"hash": key_hash, "key": key}).first()
     if row is None:
@@ -745,3 +746,100 @@ def touch_session_by_key(
     if row[1] is None or row[1] < now - every:
         connection.execute(_TOUCH, {"session_id": found, "now": now})
     return found
+
+
+_BY_SESSION_KEY: dict[tuple[Any, ...], Any] = {}
+"""The statements of ``insert_for_session_key`` by shape, built on first use."""
+
+
+def insert_for_session_key(
+    connection: Any,
+    key: tuple[str, str],
+    touch: tuple[datetime, timedelta],
+    missing: tuple[Table, Sequence[dict[str, Any]], tuple[str, ...]],
+    upserted: tuple[Table, Sequence[dict[str, Any]], tuple[str, ...], Sequence[str]],
+) -> bool | None:
+    """On PostgreSQL: ``insert_missing`` of ``missing`` and ``upsert_rows`` of
+    ``upserted`` (their rows without a ``session_id``) for the session whose external
+    key is ``key`` (its scope's hash, the key), its ``updated_at`` set as
+    ``touch_session_by_key`` does (now, every), in one statement; whether that session
+    exists (False: nothing was written). None on other dialects: the caller finds the
+    session first (``touch_session_by_key``) and writes after.
+
+    One statement is one round trip, and atomic by itself, so a ledger's call needs no
+    BEGIN and COMMIT around it (PostgreSQL at READ COMMITTED, ``_driver``): four round
+    trips become one. The session is read ``FOR KEY SHARE``, as ``touch_session_by_key``
+    reads it, so a write racing a delete of the session waits for it and finds none.
+    Data-modifying CTEs run whether or not the statement refers to them.
+    """
+    if connection.dialect.name != "postgresql":
+        return None
+    table, rows, keys = missing
+    target, targets, target_keys, refreshed = upserted
+    names = tuple(rows[0]) if rows else ()
+    target_names = tuple(targets[0]) if targets else ()
+    shape = (table.name, len(rows), names, target.name, len(targets), target_names)
+    statement = _BY_SESSION_KEY.get(shape)
+    if statement is None:
+        statement = _BY_SESSION_KEY[shape] = _insert_for_session_key(
+            (table, len(rows), names, keys),
+            (target, len(targets), target_names, target_keys),
+            tuple(refreshed),
+        )
+    now, every = touch
+    params: dict[str, Any] = {"hash": key[0], "key": key[1], "now": now, "stale": now - every}
+    params.update(_row_params(rows, names, "m"))
+    params.update(_row_params(targets, target_names, "u"))
+    return connection.execute(statement, params).first() is not None
+
+
+def _insert_for_session_key(
+    missing: tuple[Table, int, tuple[str, ...], tuple[str, ...]],
+    upserted: tuple[Table, int, tuple[str, ...], tuple[str, ...]],
+    refreshed: tuple[str, ...],
+) -> Any:
+    thread = (
+        select(_SESSIONS.c.id)
+        .where(
+            _SESSIONS.c.external_key_hash == bindparam("hash"),
+            _SESSIONS.c.external_key == bindparam("key"),
+        )
+        .with_for_update(read=True, key_share=True)
+        .cte("thread")
+    )
+    touched = (
+        update(_SESSIONS)
+        .where(
+            _SESSIONS.c.id == select(thread.c.id).scalar_subquery(),
+            _SESSIONS.c.updated_at < bindparam("stale", type_=_SESSIONS.c.updated_at.type),
+        )
+        .values(updated_at=bindparam("now", type_=_SESSIONS.c.updated_at.type))
+        .cte("touched")
+    )
+    statement = select(thread.c.id).add_cte(touched)
+    for (table, count, names, keys), prefix, replaced in (
+        (missing, "m", None),
+        (upserted, "u", refreshed),
+    ):
+        if not count:
+            continue
+        rows = [
+            select(
+                thread.c.id,
+                *(
+                    bindparam(f"{prefix}{i}_{name}", type_=table.c[name].type).label(name)
+                    for name in names
+                ),
+            )
+            for i in range(count)
+        ]
+        source = rows[0] if count == 1 else union_all(*rows)
+        insert = postgresql_insert(table).from_select(["session_id", *names], source)
+        if replaced is None:
+            insert = insert.on_conflict_do_nothing(index_elements=keys)
+        else:
+            insert = insert.on_conflict_do_update(
+                index_elements=keys, set_={name: insert.excluded[name] for name in replaced}
+            )
+        statement = statement.add_cte(insert.cte(f"stored_{prefix}"))
+    return statement

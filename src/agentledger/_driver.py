@@ -47,6 +47,10 @@ class NotPrebuilt(Fallback):
     """A statement driver SQL cannot run as compiled (an expanding IN list)."""
 
 
+class NeedsTransaction(Fallback):
+    """A second statement on a connection in the driver's autocommit."""
+
+
 class _Prepared:
     """One statement compiled for one driver: its SQL, how to bind, how to read."""
 
@@ -133,15 +137,27 @@ class DriverConnection:
     """What a repository's statements need of a Connection (``dialect``, ``execute``),
     on a DBAPI connection."""
 
-    def __init__(self, dbapi_connection: Any, dialect: Dialect) -> None:
+    def __init__(self, dbapi_connection: Any, dialect: Dialect, *, one_statement: bool) -> None:
         self.dialect = dialect
         self._dbapi = dbapi_connection
+        self._one_statement = one_statement
+        self._sent = 0
         self._key = (dialect.name, dialect.driver, str(dialect.paramstyle))
         self.commit_sent = False
         """Whether COMMIT was sent (set by ``transaction``)."""
 
     def execute(self, statement: Any, parameters: dict[str, Any] | None = None) -> DriverResult:
-        """Run a prebuilt statement with ``parameters``; its rows, read at once."""
+        """Run a prebuilt statement with ``parameters``; its rows, read at once.
+
+        Raises:
+            NeedsTransaction: a second statement in the driver's autocommit (the first
+                must have written nothing: see ``transaction``).
+        """
+        if self._one_statement:
+            if self._sent:
+                raise NeedsTransaction("a second statement needs a transaction")
+            self.commit_sent = True  # in autocommit, the statement is its own commit
+        self._sent += 1
         key = (*self._key, id(statement))
         prepared = _PREPARED.get(key)
         if prepared is None or prepared.statement is not statement:
@@ -179,24 +195,31 @@ def transaction(engine: Engine, *, writes: bool, autocommit: bool) -> Iterator[D
     ends (rolled back on an error), the connection back in the pool after. SQLite:
     ``BEGIN IMMEDIATE`` for a write, ``BEGIN`` for a read (one snapshot), as
     ``engine`` does for SQLAlchemy's transactions (its connections are in the driver's
-    autocommit). ``autocommit``: a read in the driver's autocommit (PostgreSQL at READ
-    COMMITTED, see ``engine.read_only_options``), switched back after. The
-    connection's ``commit_sent`` says whether COMMIT went out (its outcome may be
-    unknown after that)."""
+    autocommit). ``autocommit`` (PostgreSQL at READ COMMITTED, see
+    ``engine.read_only_options``): the block runs one statement in the driver's
+    autocommit, atomic by itself, with no BEGIN and COMMIT round trips; the driver is
+    switched back after. A block that would send a second one gets
+    ``NeedsTransaction`` and runs through SQLAlchemy instead, so its first statement
+    must write nothing when another follows (``_dialects.insert_for_session_key``
+    writes only when it finds the session; when it finds none, the call goes on to
+    create it). The connection's ``commit_sent`` says whether COMMIT went out (its
+    outcome may be unknown after that)."""
     dialect = engine.dialect
     pooled = engine.raw_connection()
     dbapi_connection: Any = pooled.dbapi_connection
-    connection = DriverConnection(dbapi_connection, dialect)
+    sqlite = dialect.name == "sqlite"
+    one_statement = autocommit and not sqlite
+    connection = DriverConnection(dbapi_connection, dialect, one_statement=one_statement)
     switched = False
     try:
         try:
-            if dialect.name == "sqlite":
+            if sqlite:
                 cursor = dbapi_connection.cursor()
                 try:
                     cursor.execute("BEGIN IMMEDIATE" if writes else "BEGIN")
                 finally:
                     cursor.close()
-            elif autocommit and not writes:
+            elif autocommit:
                 dialect.set_isolation_level(dbapi_connection, "AUTOCOMMIT")
                 switched = True
             yield connection

@@ -99,7 +99,8 @@ async def test_an_expanding_parameter_is_left_to_sqlalchemy(saved: Saved) -> Non
     raw = engine.raw_connection()
     try:
         with pytest.raises(NotPrebuilt):
-            DriverConnection(raw.dbapi_connection, engine.dialect).execute(query, {"ids": ["a"]})
+            driver = DriverConnection(raw.dbapi_connection, engine.dialect, one_statement=False)
+            driver.execute(query, {"ids": ["a"]})
     finally:
         raw.close()
 

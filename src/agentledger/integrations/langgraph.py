@@ -67,6 +67,16 @@ class _Codec(BaseCheckpointSaver[str]):
         configurable = config["configurable"]
         rest: dict[str, Any] = dict(checkpoint)
         values: dict[str, Any] = rest.pop("channel_values", {})
+        inline = {channel: value for channel, value in values.items() if _is_small(value)}
+        if inline:
+            rest["channel_values"] = inline
+        # What the row's own columns hold already is left out of the serialized form
+        # (restored by ``_tuple``): the id, and the versions when they are text.
+        if rest.get("id") == checkpoint["id"]:
+            del rest["id"]
+        versions = rest.get("channel_versions")
+        if isinstance(versions, dict) and all(type(v) is str for v in versions.values()):
+            del rest["channel_versions"]
         dumps = self.serde.dumps_typed
         return {
             "thread_id": configurable["thread_id"],
@@ -81,6 +91,7 @@ class _Codec(BaseCheckpointSaver[str]):
             "blobs": [
                 (channel, str(version), dumps(values[channel]) if channel in values else None)
                 for channel, version in new_versions.items()
+                if channel not in inline
             ],
         }
 
@@ -133,9 +144,11 @@ class _Codec(BaseCheckpointSaver[str]):
     def _tuple(self, stored: StoredCheckpoint) -> CheckpointTuple:
         loads = self.serde.loads_typed
         checkpoint = loads(stored.checkpoint)
-        checkpoint["channel_values"] = {
-            channel: loads(value) for channel, value in stored.channel_values.items()
-        }
+        checkpoint.setdefault("id", stored.checkpoint_id)
+        checkpoint.setdefault("channel_versions", dict(stored.channel_versions))
+        values = checkpoint.get("channel_values") or {}
+        values.update((channel, loads(value)) for channel, value in stored.channel_values.items())
+        checkpoint["channel_values"] = values
         place = {"thread_id": stored.thread_id, "checkpoint_ns": stored.checkpoint_ns}
         parent = stored.parent_checkpoint_id
         return CheckpointTuple(
@@ -513,6 +526,22 @@ class AsyncLedgerSaver(_Codec):
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """``aprune`` from another thread than the event loop's."""
         self._wait(lambda: self.aprune(thread_ids, strategy=strategy))
+
+
+INLINE_TEXT = 64
+"""The longest text channel value kept inside the serialized checkpoint."""
+
+
+def _is_small(value: object) -> bool:
+    """Whether a channel value is kept inside the checkpoint rather than in a row of
+    its own: None, a bool, int or float, or a short text (a row of its own, with its
+    key and index entry, takes more room than such a value; LangGraph's PostgresSaver
+    keeps every primitive inline, which for a long text repeats it in every
+    checkpoint)."""
+    kind = type(value)
+    if value is None or kind in (bool, int, float):
+        return True
+    return kind is str and len(value) <= INLINE_TEXT  # type: ignore[arg-type]
 
 
 def _strategy(value: str) -> PruneStrategy:

@@ -42,6 +42,7 @@ from sqlalchemy import (
 from .._checks import bounded_int, checked_text
 from .._concurrency import Runner, async_iterate, in_greenlet
 from .._dialects import (
+    insert_for_session_key,
     insert_missing,
     insert_missing_and_upsert,
     json_key_equals,
@@ -324,6 +325,8 @@ class StoredCheckpoint:
     """Channel -> serialized value, for the channels that have one."""
     pending_writes: list[StoredWrite]
     """The writes pending on it, in LangGraph's order (task path, task id, index)."""
+    channel_versions: dict[str, str]
+    """Channel -> the version the checkpoint has (as stored: text)."""
 
 
 SHOWN_VALUE_BYTES = 4096
@@ -502,6 +505,24 @@ class LangGraphRepository(Repository):
         )
         return record.id
 
+    def _stored_by_key(
+        self,
+        thread_id: str,
+        missing: tuple[Table, builtins.list[dict[str, Any]], tuple[str, ...]],
+        upserted: tuple[Table, builtins.list[dict[str, Any]], tuple[str, ...], builtins.list[str]],
+    ) -> bool:
+        """Whether the rows were stored in one statement for the thread's session found
+        by its key (``_dialects.insert_for_session_key``: PostgreSQL). False: the thread
+        has no session yet, or the dialect finds it first; nothing was written."""
+        stored = insert_for_session_key(
+            self._connection(),
+            self._key(thread_id),
+            (self._work.settings.now(), TOUCH_EVERY),
+            missing,
+            upserted,
+        )
+        return bool(stored)
+
     # -- writing -----------------------------------------------------------------------
 
     @operation(writes=True, on_driver=True)
@@ -565,14 +586,22 @@ class LangGraphRepository(Repository):
                 }
             )
         _size_check(total, limits.max_checkpoint_bytes, "checkpoint")
+        refreshed = [name for name in row if name not in _CHECKPOINT_KEY]
+        blob_keys = ("session_id", "checkpoint_ns", "channel", "version")
+        # Stored again, the same checkpoint and values replace themselves: a commit of
+        # unknown outcome is retried by the ledger.
+        self._work.replay_safe = True
+        if self._stored_by_key(
+            thread_id, (BLOBS, values, blob_keys), (CHECKPOINTS, [row], _CHECKPOINT_KEY, refreshed)
+        ):
+            return
         session_id = self._thread_session(thread_id)
         for value_row in values:
             value_row["session_id"] = session_id
         row["session_id"] = session_id
-        refreshed = [name for name in row if name not in _CHECKPOINT_KEY]
         insert_missing_and_upsert(
             self._connection(),
-            (BLOBS, values, ("session_id", "checkpoint_ns", "channel", "version")),
+            (BLOBS, values, blob_keys),
             (CHECKPOINTS, row, _CHECKPOINT_KEY, refreshed),
         )
 
@@ -619,19 +648,21 @@ class LangGraphRepository(Repository):
         _size_check(total, self._work.settings.limits.max_checkpoint_bytes, "writes")
         if not rows:
             return
+        keys = ("session_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx")
+        regular = [row for row in rows if row["idx"] >= 0]
+        special = [row for row in rows if row["idx"] < 0]
+        refreshed = ["channel", "type", "blob", "task_path"]
+        self._work.replay_safe = True  # stored again, the same writes change nothing
+        if self._stored_by_key(
+            thread_id, (WRITES, regular, keys), (WRITES, special, keys, refreshed)
+        ):
+            return
         session_id = self._thread_session(thread_id)
         for row in rows:
             row["session_id"] = session_id
-        keys = ("session_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx")
         connection = self._connection()
-        insert_missing(connection, WRITES, [row for row in rows if row["idx"] >= 0], keys)
-        upsert_rows(
-            connection,
-            WRITES,
-            [row for row in rows if row["idx"] < 0],
-            keys,
-            ["channel", "type", "blob", "task_path"],
-        )
+        insert_missing(connection, WRITES, regular, keys)
+        upsert_rows(connection, WRITES, special, keys, refreshed)
 
     # -- reading -----------------------------------------------------------------------
 
@@ -861,6 +892,7 @@ class LangGraphRepository(Repository):
                     metadata=self._metadata(row),
                     channel_values=channel_values,
                     pending_writes=writes.get((*place, row.checkpoint_id), []),
+                    channel_versions=versions,
                 )
             )
         return result
