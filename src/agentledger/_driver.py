@@ -76,7 +76,9 @@ class _Prepared:
                 self.binders.append((name, processor))
         self.row: Any = None
         self.readers: list[tuple[int, Callable[[Any], Any]]] = []
-        if getattr(statement, "is_select", False) or hasattr(statement, "selected_columns"):
+        if not hasattr(statement, "selected_columns") and list(statement.exported_columns):
+            raise NotPrebuilt("a statement with RETURNING")
+        if hasattr(statement, "selected_columns"):
             columns = list(statement.selected_columns)
             self.row = namedtuple("Row", [column.key for column in columns], rename=True)  # type: ignore[misc]
             for position, column in enumerate(columns):
@@ -168,7 +170,9 @@ class DriverConnection:
         cursor = self._dbapi.cursor()
         try:
             cursor.execute(prepared.sql, bound)
-            fetched = cursor.fetchall() if cursor.description is not None else []
+            # Whether rows come back is known from the statement: reading the cursor's
+            # description builds column objects (psycopg: tens of microseconds).
+            fetched = cursor.fetchall() if prepared.row is not None else []
             rowcount = cursor.rowcount
         except self.dialect.loaded_dbapi.Error as error:
             raise _wrapped(error, prepared.sql, bound, self.dialect, self._dbapi) from error

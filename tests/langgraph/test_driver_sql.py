@@ -105,6 +105,18 @@ async def test_an_expanding_parameter_is_left_to_sqlalchemy(saved: Saved) -> Non
         raw.close()
 
 
+async def test_a_statement_with_returning_is_left_to_sqlalchemy(saved: Saved) -> None:
+    engine = _sync_engine(saved)
+    statement = SESSIONS.update().values(title="t").returning(SESSIONS.c.id)
+    raw = engine.raw_connection()
+    try:
+        with pytest.raises(NotPrebuilt):
+            driver = DriverConnection(raw.dbapi_connection, engine.dialect, one_statement=False)
+            driver.execute(statement)
+    finally:
+        raw.close()
+
+
 def test_a_put_while_another_process_holds_the_sqlite_write_lock_fails_and_stores_nothing(
     tmp_path: Path,
 ) -> None:
