@@ -167,7 +167,7 @@ class DriverConnection:
                 _PREPARED.clear()
             prepared = _PREPARED[key] = _Prepared(statement, self.dialect)
         bound = prepared.parameters(parameters or {})
-        cursor = self._dbapi.cursor()
+        cursor = self._cursor()
         try:
             cursor.execute(prepared.sql, bound)
             # Whether rows come back is known from the statement: reading the cursor's
@@ -180,6 +180,14 @@ class DriverConnection:
             cursor.close()
         rows = prepared.rows(fetched) if prepared.row is not None else []
         return DriverResult(rows, rowcount)
+
+    def _cursor(self) -> Any:
+        """A cursor; sync psycopg's in its binary format, as LangGraph's PostgresSaver uses:
+        in text, a value of bytes travels as hex, twice its size, and is decoded again
+        (a 70 KB channel value: a fifth of a read's time)."""
+        if self.dialect.driver == "psycopg" and not self.dialect.is_async:
+            return self._dbapi.cursor(binary=True)
+        return self._dbapi.cursor()
 
 
 def usable(engine: Engine, *, schema: str | None) -> bool:

@@ -20,11 +20,13 @@ from sqlalchemy.orm import Session
 from agentledger import DatabaseLockedError, Ledger
 from agentledger._driver import DriverConnection, NotPrebuilt, transaction
 from agentledger.integrations.langgraph import LedgerSaver
-from agentledger.models import AgentSession
+from agentledger.models import AgentLangGraphBlob, AgentLangGraphCheckpoint, AgentSession
 
 from .conftest import Saved
 
 SESSIONS = cast(Table, AgentSession.__table__)
+CHECKPOINTS = cast(Table, AgentLangGraphCheckpoint.__table__)
+BLOBS = cast(Table, AgentLangGraphBlob.__table__)
 
 
 @contextmanager
@@ -91,6 +93,21 @@ async def test_driver_sql_reads_a_row_as_sqlalchemy_reads_it(saved: Saved) -> No
     assert found == expected
     assert found[0].state == {"k": [1, "two"]}
     assert isinstance(found[0].created_at, datetime)
+
+
+async def test_driver_sql_reads_a_checkpoint_row_as_sqlalchemy_reads_it(saved: Saved) -> None:
+    engine = _sync_engine(saved)
+    checkpoint = generate_checkpoint(channel_values={"v": [1] * 500}, channel_versions={"v": "1"})
+    await saved.saver.aput(generate_config("row"), checkpoint, {"step": 0, "k": "é"}, {"v": "1"})
+    query = select(CHECKPOINTS, BLOBS.c.blob).join(
+        BLOBS, BLOBS.c.session_id == CHECKPOINTS.c.session_id
+    )
+    with engine.connect() as connection:
+        expected = connection.execute(query).all()
+    with transaction(engine, writes=False, autocommit=False) as driver:
+        found = driver.execute(query).all()
+    assert [tuple(row) for row in found] == [tuple(row) for row in expected]
+    assert isinstance(found[0].blob, bytes) and found[0].metadata["k"] == "é"
 
 
 async def test_an_expanding_parameter_is_left_to_sqlalchemy(saved: Saved) -> None:
