@@ -117,6 +117,11 @@ class Thread:
         assert len(found) == min(10, self.steps)
 
 
+PUT_SAMPLES = 5
+"""The fewest puts of a build whose median is the ``put`` time: the last tenth of a
+build of 1,000, the last 5 of 10 (one call alone was no median: one hiccup showed)."""
+
+
 def _timed(call: Callable[[], None]) -> float:
     start = time.perf_counter()
     call()
@@ -232,7 +237,7 @@ def run(steps: list[int], rounds: int, postgres_url: str | None, seed: int) -> l
                     }[op]
                     timings.setdefault((id(thread), op), []).append(_timed(call))
             for database, name, thread in threads:
-                tail = build[id(thread)][-max(1, length // 10) :]
+                tail = build[id(thread)][-max(PUT_SAMPLES, length // 10) :]
                 row = {
                     "database": database,
                     "saver": name,

@@ -13,7 +13,9 @@ SQLAlchemy. Driver errors are wrapped as SQLAlchemy's ``DBAPIError`` (a lost
 connection invalidated, as SQLAlchemy does), so agentledger's translation and retry
 rules apply unchanged.
 
-Where it runs (``usable``): a ledger's own engine on SQLite or PostgreSQL, with no
+Where it runs (``usable``): a ledger's own engine on SQLite or PostgreSQL
+(``engine.takes_driver_sql``; how a transaction begins there and which cursor it uses
+are ``engine``'s too), with no
 PostgreSQL schema map, and no statement listener on the engine (``before_cursor_execute``
 and ``after_cursor_execute`` see every statement: with one registered, the same
 statements go through SQLAlchemy instead).
@@ -30,8 +32,8 @@ from sqlalchemy import Engine
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Dialect
 
-DIALECTS = ("sqlite", "postgresql")
-"""Where driver SQL runs: the dialects whose hot reads are one statement."""
+from .engine import driver_begin_sql, driver_cursor, takes_driver_sql
+
 _MOST_PREPARED = 2_000
 """Compiled statements kept per process before the cache starts over (they are
 prebuilt, module-level statements: a handful per row count)."""
@@ -121,12 +123,15 @@ class DriverResult:
         self.rowcount = rowcount
 
     def all(self) -> list[Any]:
+        """Every row."""
         return self._rows
 
     def first(self) -> Any:
+        """The first row, or None."""
         return self._rows[0] if self._rows else None
 
     def scalar_one_or_none(self) -> Any:
+        """The first column of the only row, or None; more than one row is an error."""
         if len(self._rows) > 1:
             raise sa_exc.MultipleResultsFound("more than one row")
         return self._rows[0][0] if self._rows else None
@@ -167,7 +172,7 @@ class DriverConnection:
                 _PREPARED.clear()
             prepared = _PREPARED[key] = _Prepared(statement, self.dialect)
         bound = prepared.parameters(parameters or {})
-        cursor = self._cursor()
+        cursor = driver_cursor(self._dbapi, self.dialect)
         try:
             cursor.execute(prepared.sql, bound)
             # Whether rows come back is known from the statement: reading the cursor's
@@ -181,20 +186,12 @@ class DriverConnection:
         rows = prepared.rows(fetched) if prepared.row is not None else []
         return DriverResult(rows, rowcount)
 
-    def _cursor(self) -> Any:
-        """A cursor; sync psycopg's in its binary format, as LangGraph's PostgresSaver uses:
-        in text, a value of bytes travels as hex, twice its size, and is decoded again
-        (a 70 KB channel value: a fifth of a read's time)."""
-        if self.dialect.driver == "psycopg" and not self.dialect.is_async:
-            return self._dbapi.cursor(binary=True)
-        return self._dbapi.cursor()
-
 
 def usable(engine: Engine, *, schema: str | None) -> bool:
     """Whether driver SQL may run on ``engine`` (see the module's docstring)."""
     dispatch = engine.dispatch
     return (
-        engine.dialect.name in DIALECTS
+        takes_driver_sql(engine.dialect)
         and schema is None
         and not dispatch.before_cursor_execute
         and not dispatch.after_cursor_execute
@@ -219,16 +216,16 @@ def transaction(engine: Engine, *, writes: bool, autocommit: bool) -> Iterator[D
     dialect = engine.dialect
     pooled = engine.raw_connection()
     dbapi_connection: Any = pooled.dbapi_connection
-    sqlite = dialect.name == "sqlite"
-    one_statement = autocommit and not sqlite
+    begin = driver_begin_sql(dialect, writes=writes)
+    one_statement = autocommit and begin is None
     connection = DriverConnection(dbapi_connection, dialect, one_statement=one_statement)
     switched = False
     try:
         try:
-            if sqlite:
+            if begin is not None:
                 cursor = dbapi_connection.cursor()
                 try:
-                    cursor.execute("BEGIN IMMEDIATE" if writes else "BEGIN")
+                    cursor.execute(begin)
                 finally:
                     cursor.close()
             elif autocommit:
