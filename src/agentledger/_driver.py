@@ -30,8 +30,9 @@ from typing import Any
 
 from sqlalchemy import Engine
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import Dialect
+from sqlalchemy.engine import URL, Dialect
 
+from ._translate import translated_commit
 from .engine import driver_begin_sql, driver_cursor, takes_driver_sql
 
 _MOST_PREPARED = 2_000
@@ -144,14 +145,29 @@ class DriverConnection:
     """What a repository's statements need of a Connection (``dialect``, ``execute``),
     on a DBAPI connection."""
 
-    def __init__(self, dbapi_connection: Any, dialect: Dialect, *, one_statement: bool) -> None:
+    def __init__(
+        self,
+        dbapi_connection: Any,
+        dialect: Dialect,
+        *,
+        one_statement: bool,
+        commits: bool = False,
+        url: URL | None = None,
+    ) -> None:
         self.dialect = dialect
         self._dbapi = dbapi_connection
         self._one_statement = one_statement
+        self._commits = commits
+        """Whether its one statement is a write's COMMIT (a write in autocommit)."""
+        self._url = url
         self._sent = 0
         self._key = (dialect.name, dialect.driver, str(dialect.paramstyle))
         self.commit_sent = False
         """Whether COMMIT was sent (set by ``transaction``)."""
+        self.lost = False
+        """Whether a statement found the connection lost (``transaction`` then throws it
+        away rather than hand it back to the pool: the error reaching it may be
+        agentledger's translation already)."""
 
     def execute(self, statement: Any, parameters: dict[str, Any] | None = None) -> DriverResult:
         """Run a prebuilt statement with ``parameters``; its rows, read at once.
@@ -160,11 +176,10 @@ class DriverConnection:
             NeedsTransaction: a second statement in the driver's autocommit (the first
                 must have written nothing: see ``transaction``).
         """
-        if self._one_statement:
-            if self._sent:
-                raise NeedsTransaction("a second statement needs a transaction")
-            self.commit_sent = True  # in autocommit, the statement is its own commit
+        if self._one_statement and self._sent:
+            raise NeedsTransaction("a second statement needs a transaction")
         self._sent += 1
+        self.commit_sent = self._commits  # in autocommit, a write is its own COMMIT
         key = (*self._key, id(statement))
         prepared = _PREPARED.get(key)
         if prepared is None or prepared.statement is not statement:
@@ -180,7 +195,13 @@ class DriverConnection:
             fetched = cursor.fetchall() if prepared.row is not None else []
             rowcount = cursor.rowcount
         except self.dialect.loaded_dbapi.Error as error:
-            raise _wrapped(error, prepared.sql, bound, self.dialect, self._dbapi) from error
+            wrapped = _wrapped(error, prepared.sql, bound, self.dialect, self._dbapi)
+            self.lost = self.lost or wrapped.connection_invalidated
+            if self._commits:
+                # A connection lost during a write's own COMMIT: its outcome is unknown.
+                with translated_commit(self._url):
+                    raise wrapped from error
+            raise wrapped from error
         finally:
             cursor.close()
         rows = prepared.rows(fetched) if prepared.row is not None else []
@@ -199,7 +220,9 @@ def usable(engine: Engine, *, schema: str | None) -> bool:
 
 
 @contextmanager
-def transaction(engine: Engine, *, writes: bool, autocommit: bool) -> Iterator[DriverConnection]:
+def transaction(
+    engine: Engine, *, writes: bool, autocommit: bool, url: URL | None = None
+) -> Iterator[DriverConnection]:
     """A transaction on a pooled connection of ``engine``, committed when the block
     ends (rolled back on an error), the connection back in the pool after. SQLite:
     ``BEGIN IMMEDIATE`` for a write, ``BEGIN`` for a read (one snapshot), as
@@ -211,14 +234,21 @@ def transaction(engine: Engine, *, writes: bool, autocommit: bool) -> Iterator[D
     ``NeedsTransaction`` and runs through SQLAlchemy instead, so its first statement
     must write nothing when another follows (``_dialects.insert_for_session_key``
     writes only when it finds the session; when it finds none, the call goes on to
-    create it). The connection's ``commit_sent`` says whether COMMIT went out (its
-    outcome may be unknown after that)."""
+    create it). The connection's ``commit_sent`` says whether a write's COMMIT went out
+    (its outcome may be unknown after that: a connection lost during a write's one
+    statement in autocommit is ``CommitUnknownError``, given ``url``)."""
     dialect = engine.dialect
     pooled = engine.raw_connection()
     dbapi_connection: Any = pooled.dbapi_connection
     begin = driver_begin_sql(dialect, writes=writes)
     one_statement = autocommit and begin is None
-    connection = DriverConnection(dbapi_connection, dialect, one_statement=one_statement)
+    connection = DriverConnection(
+        dbapi_connection,
+        dialect,
+        one_statement=one_statement,
+        commits=one_statement and writes,
+        url=url,
+    )
     switched = False
     try:
         try:
@@ -237,8 +267,9 @@ def transaction(engine: Engine, *, writes: bool, autocommit: bool) -> Iterator[D
         except dialect.loaded_dbapi.Error as error:
             raise _wrapped(error, None, None, dialect, dbapi_connection) from error
     except BaseException as error:
-        if isinstance(error, sa_exc.DBAPIError) and error.connection_invalidated:
-            pooled.invalidate(error.orig)
+        lost = isinstance(error, sa_exc.DBAPIError) and error.connection_invalidated
+        if lost or connection.lost:
+            pooled.invalidate()
             switched = False
         else:
             _quietly(dbapi_connection.rollback, dialect)

@@ -382,7 +382,7 @@ class Ledger:
             driver: _driver.DriverConnection | None = None
             try:
                 with _driver.transaction(
-                    self._engine, writes=writes, autocommit=autocommit
+                    self._engine, writes=writes, autocommit=autocommit, url=url
                 ) as driver:
                     work = Work(None, self.settings, writes=writes, joined=False, driver=driver)
                     work.one_operation = work.active = True
@@ -392,7 +392,7 @@ class Ledger:
             except _driver.Fallback:
                 return NOT_ON_DRIVER
             except Exception as error:
-                sent[0] = driver is not None and driver.commit_sent
+                sent[0] = writes and driver is not None and driver.commit_sent
                 if isinstance(error, AgentLedgerError):
                     raise
                 with translated_commit(url) if sent[0] and writes else translated(url):

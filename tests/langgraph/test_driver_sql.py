@@ -14,14 +14,16 @@ from typing import Any, cast
 
 import pytest
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_config
-from sqlalchemy import Table, bindparam, event, select
+from sqlalchemy import Table, bindparam, create_engine, event, select, text
 from sqlalchemy.orm import Session
+from sqlalchemy.pool import NullPool
 
 from agentledger import DatabaseLockedError, Ledger
 from agentledger._driver import DriverConnection, NotPrebuilt, transaction
 from agentledger.integrations.langgraph import LedgerSaver
 from agentledger.models import AgentLangGraphBlob, AgentLangGraphCheckpoint, AgentSession
 
+from ..databases import scratch_database
 from .conftest import Saved
 
 SESSIONS = cast(Table, AgentSession.__table__)
@@ -173,3 +175,43 @@ def test_driver_sql_binds_a_datetime_by_its_column_type(tmp_path: Path) -> None:
         with transaction(ledger.engine, writes=False, autocommit=False) as driver:
             found = driver.execute(query, {"moment": moment}).all()
         assert [tuple(row) for row in found] == [tuple(row) for row in expected]
+
+
+@pytest.mark.postgresql
+@pytest.mark.parametrize("call", ["get_tuple", "put"])
+def test_a_call_on_a_pooled_connection_the_server_killed_runs_again(
+    tmp_path: Path, call: str
+) -> None:
+    # The idle-only ping lets a connection used a moment ago through; the server killed
+    # it since. A read's statement fails before any COMMIT; a write in autocommit is its
+    # own COMMIT (outcome unknown), and storing the same checkpoint again is harmless:
+    # both run again on a new connection.
+    with scratch_database("postgresql", str(tmp_path)) as url, Ledger(url) as ledger:
+        ledger.upgrade()
+        saver = LedgerSaver(ledger)
+        first = generate_checkpoint(channel_values={"v": 1}, channel_versions={"v": "1"})
+        config = saver.put(generate_config("t"), first, {"step": 0}, {"v": "1"})
+        pooled = ledger.engine.raw_connection()
+        cursor = pooled.dbapi_connection.cursor()
+        cursor.execute("SELECT pg_backend_pid()")
+        (pid,) = cursor.fetchone()
+        pooled.dbapi_connection.commit()
+        pooled.close()
+        _terminate(url, pid)
+        expected = first
+        if call == "put":
+            expected = generate_checkpoint(channel_values={"v": 2}, channel_versions={"v": "2"})
+            saver.put(config, expected, {"step": 1}, {"v": "2"})
+        found = saver.get_tuple(generate_config("t"))
+        assert found is not None and found.checkpoint["id"] == expected["id"]
+        stored = saver.list(generate_config("t"))
+        assert next(item.checkpoint["id"] for item in stored) == expected["id"]
+
+
+def _terminate(url: Any, pid: int) -> None:
+    admin = create_engine(url, poolclass=NullPool, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as connection:
+            connection.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+    finally:
+        admin.dispose()
