@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
@@ -23,6 +24,7 @@ from agentledger._driver import DriverConnection, NotPrebuilt, transaction
 from agentledger.integrations.langgraph import LedgerSaver
 from agentledger.models import AgentLangGraphBlob, AgentLangGraphCheckpoint, AgentSession
 
+from ..contract._sql import statements_during
 from ..databases import scratch_database
 from .conftest import Saved
 
@@ -63,6 +65,20 @@ async def test_hot_calls_on_a_stored_thread_begin_no_orm_session_where_driver_sq
     assert [item.checkpoint["id"] for item in listed] == [following["id"], checkpoint["id"]]
     on_driver = saved.ledger.engine.dialect.name in ("sqlite", "postgresql")
     assert (begun == []) is on_driver
+
+
+async def test_a_statement_listener_on_the_engine_sees_the_hot_calls_statements(
+    saved: Saved,
+) -> None:
+    checkpoint = generate_checkpoint(channel_values={"v": 1}, channel_versions={"v": 1})
+    config = await saved.saver.aput(generate_config("seen"), checkpoint, {}, {"v": 1})
+    with statements_during(SimpleNamespace(ledger=saved.ledger)) as seen:  # type: ignore[arg-type]
+        await saved.saver.aput_writes(config, [("v", 2)], "task")
+        found = await saved.saver.aget_tuple(generate_config("seen"))
+    assert found is not None and found.pending_writes == [("task", "v", 2)]
+    tables = " ".join(sql for sql, _ in seen)
+    assert "agentledger_langgraph_writes" in tables
+    assert "agentledger_langgraph_checkpoints" in tables
 
 
 async def test_a_thread_s_first_put_creates_its_session_through_the_orm(saved: Saved) -> None:
