@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from langgraph.checkpoint.conformance.test_utils import (
     generate_checkpoint,
     generate_config,
@@ -21,6 +22,7 @@ from agentledger.integrations.langgraph import LedgerSaver
 from agentledger.models import AgentLangGraphBlob, AgentLangGraphCheckpoint, AgentLangGraphWrite
 from agentledger.repositories.langgraph import TOUCH_EVERY
 
+from ..databases import scratch_database
 from .conftest import Saved
 
 TABLES = (AgentLangGraphCheckpoint, AgentLangGraphBlob, AgentLangGraphWrite)
@@ -115,18 +117,41 @@ async def test_export_and_import_carry_the_thread_to_another_database(
     assert after.parent_config == before.parent_config
 
 
-def test_a_write_sets_the_threads_updated_at_when_over_a_second_old() -> None:
+@pytest.mark.parametrize(
+    "database",
+    [
+        pytest.param("sqlite", marks=pytest.mark.sqlite),
+        # PostgreSQL's write is one statement whose CTE moves updated_at.
+        pytest.param("postgresql", marks=pytest.mark.postgresql),
+    ],
+)
+@pytest.mark.parametrize("write", ["put", "put_writes"])
+def test_a_write_sets_the_threads_updated_at_when_over_a_second_old(
+    database: str, write: str, tmp_path: Path
+) -> None:
     now = [datetime(2026, 12, 1, 12, 0, tzinfo=UTC)]
-    with Ledger.in_memory(clock=lambda: now[0]) as ledger:
+    with (
+        scratch_database(database, str(tmp_path)) as url,
+        Ledger(url, clock=lambda: now[0]) as ledger,
+    ):
+        ledger.upgrade()
         saver = LedgerSaver(ledger)
         config = generate_config("touched")
         checkpoint = generate_checkpoint(channel_values={"v": 1}, channel_versions={"v": 1})
         stored = saver.put(config, checkpoint, generate_metadata(step=0), {"v": 1})
         started = now[0]
         seen = []
-        for later in (timedelta(milliseconds=500), TOUCH_EVERY + timedelta(seconds=1)):
+        for step, later in enumerate(
+            (timedelta(milliseconds=500), TOUCH_EVERY + timedelta(seconds=1))
+        ):
             now[0] = started + later
-            saver.put_writes(stored, [("v", 2)], f"task-{later}")
+            if write == "put":
+                following = generate_checkpoint(
+                    channel_values={"v": step + 2}, channel_versions={"v": step + 2}
+                )
+                saver.put(stored, following, generate_metadata(step=step + 1), {"v": step + 2})
+            else:
+                saver.put_writes(stored, [("v", 2)], f"task-{later}")
             (session,) = ledger.sessions.list(app_name="langgraph").items
             seen.append(session.updated_at)
     assert seen == [started, started + TOUCH_EVERY + timedelta(seconds=1)]
