@@ -31,8 +31,13 @@ def backoff_delays(retries: int) -> Iterator[float | None]:
     """
     bounded_int(retries, "retries")
     for attempt in range(retries):
-        yield random.uniform(0, min(MAX_DELAY_S, BASE_DELAY_S * 2**attempt))
+        yield backoff_delay(attempt)
     yield None
+
+
+def backoff_delay(attempt: int) -> float:
+    """The delay after failed attempt ``attempt`` (0 for the first): full jitter."""
+    return random.uniform(0, min(MAX_DELAY_S, BASE_DELAY_S * 2**attempt))
 
 
 def should_retry(error: BaseException) -> bool:
@@ -85,11 +90,14 @@ def retrying(
 ) -> R:
     """Call ``fn``; after an error ``retry_on`` accepts, wait (``sleep``: the caller's
     way of waiting, blocking or awaited) and call it again, up to ``retries`` times."""
-    for delay in backoff_delays(retries):
+    bounded_int(retries, "retries")
+    failed = 0
+    while True:
         try:
             return fn()
         except Exception as error:
-            if delay is None or not retry_on(error):
+            if failed >= retries or not retry_on(error):
                 raise
-        sleep(delay)
-    raise AssertionError("unreachable")  # pragma: no cover
+        # Drawn only after a failure: most calls succeed at once.
+        sleep(backoff_delay(failed))
+        failed += 1

@@ -350,14 +350,12 @@ class Ledger:
             with begun[0] as work:
                 return work._perform(writes, call)
 
-        replayable = transient_or_replayable(lambda: bool(begun) and begun[0].replay_safe)
-
-        def retry_on(error: BaseException) -> bool:
-            lost = bool(begun) and is_lost_before_commit(error, begun[0].commit_sent)
-            return lost or replayable(error)
-
-        return retrying(
-            attempt, retries=TRANSIENT_RETRIES, retry_on=retry_on, sleep=self._waits.sleep
+        return self._retried(
+            attempt,
+            lost_before_commit=lambda error: (
+                bool(begun) and is_lost_before_commit(error, begun[0].commit_sent)
+            ),
+            replay_safe=lambda: bool(begun) and begun[0].replay_safe,
         )
 
     def _perform_on_driver(self, writes: bool, call: Callable[[Work], R]) -> R | object:
@@ -398,13 +396,28 @@ class Ledger:
                 with translated_commit(url) if sent[0] and writes else translated(url):
                     raise
 
-        replayable = transient_or_replayable(lambda: bool(begun) and begun[0].replay_safe)
+        return self._retried(
+            attempt,
+            lost_before_commit=lambda error: is_lost_before_commit(error, sent[0]),
+            replay_safe=lambda: bool(begun) and begun[0].replay_safe,
+        )
 
-        def retry_on(error: BaseException) -> bool:
-            return is_lost_before_commit(error, sent[0]) or replayable(error)
-
+    def _retried(
+        self,
+        attempt: Callable[[], R],
+        *,
+        lost_before_commit: Callable[[BaseException], bool],
+        replay_safe: Callable[[], bool],
+    ) -> R:
+        """The retry of one ledger-level call (``_perform`` and its driver twin): again
+        after ``lost_before_commit(error)``, a transient failure, or a commit of unknown
+        outcome when ``replay_safe()``."""
+        replayable = transient_or_replayable(replay_safe)
         return retrying(
-            attempt, retries=TRANSIENT_RETRIES, retry_on=retry_on, sleep=self._waits.sleep
+            attempt,
+            retries=TRANSIENT_RETRIES,
+            retry_on=lambda error: lost_before_commit(error) or replayable(error),
+            sleep=self._waits.sleep,
         )
 
     @contextmanager
@@ -736,7 +749,8 @@ def marked_open(ledger_key: int) -> Iterator[None]:
 
 def refuse_if_open(ledger_key: int) -> None:
     """Raise UsageError when the current task holds a unit of work of ``ledger_key``."""
-    if (ledger_key, _owner()) in _open_units.get():
+    units = _open_units.get()
+    if units and (ledger_key, _owner()) in units:
         raise UsageError(
             "a ledger-level call (or a second unit of work) inside an open unit of work of "
             "the same task could wait on that unit of work's own lock; use the unit of "

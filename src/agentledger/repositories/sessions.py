@@ -79,9 +79,11 @@ def _text(value: object, *, field: str, max_length: int) -> str | None:
     return checked_text(value, field, max_length=max_length, min_length=0)
 
 
+@functools.lru_cache(maxsize=4096)
 def external_key_hash(app_name: str | None, user_id: str | None, key: str) -> str:
     """The unique key of a keyed session: SHA-256 (hex) of the JSON array
-    ``[app_name, user_id, key]``, in which NULL (``null``) and text never coincide."""
+    ``[app_name, user_id, key]``, in which NULL (``null``) and text never coincide.
+    Cached: a framework's store looks the same few threads up on every call."""
     material = json.dumps([app_name, user_id, key], ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
