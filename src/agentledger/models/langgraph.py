@@ -74,8 +74,14 @@ class AgentLangGraphCheckpoint(Base):
     """When it was stored (UTC)."""
 
     __table_args__ = (
-        # A thread's checkpoints newest first across its namespaces (list without ns).
-        Index("ix_agentledger_langgraph_checkpoints_by_session", "session_id", "checkpoint_id"),
+        # A thread's checkpoints newest first across its namespaces, in list's order
+        # (checkpoint id, then namespace), so a page reads only its rows (0005).
+        Index(
+            "ix_agentledger_langgraph_checkpoints_newest",
+            "session_id",
+            "checkpoint_id",
+            "checkpoint_ns",
+        ),
         Index(None, "run_id"),
         MYSQL_TABLE_ARGS,
     )

@@ -95,7 +95,21 @@ _ROW = select(
     CHECKPOINTS.c.channel_versions,
     CHECKPOINTS.c.metadata,
 ).join(SESSIONS, SESSIONS.c.id == CHECKPOINTS.c.session_id)
-_IN_NAMESPACE = _ROW.where(_BY_KEY, CHECKPOINTS.c.checkpoint_ns == bindparam("ns"))
+_THREAD = SESSIONS.alias("thread")
+_THREAD_SESSION = (
+    select(_THREAD.c.id)
+    .where(
+        _THREAD.c.external_key_hash == bindparam("hash"), _THREAD.c.external_key == bindparam("key")
+    )
+    .scalar_subquery()
+)
+# The thread's session found first, on its own: its id is then a constant of the
+# checkpoints' primary-key range, which is read newest first and stops at the first row.
+# Joined to the key look-up instead, PostgreSQL read every checkpoint of the namespace
+# and sorted them (a thread's length in buffers for its latest checkpoint).
+_IN_NAMESPACE = _ROW.where(
+    CHECKPOINTS.c.session_id == _THREAD_SESSION, CHECKPOINTS.c.checkpoint_ns == bindparam("ns")
+)
 _LATEST = _IN_NAMESPACE.order_by(CHECKPOINTS.c.checkpoint_id.desc()).limit(1)
 _ONE = _IN_NAMESPACE.where(CHECKPOINTS.c.checkpoint_id == bindparam("id"))
 _VALUES = select(BLOBS.c.channel, BLOBS.c.version, BLOBS.c.type, BLOBS.c.blob).where(
@@ -234,8 +248,17 @@ def _checkpoint_with_parts(query: Any, dialect_name: str) -> Any:
     )
 
 
-_ORDER = (CHECKPOINTS.c.checkpoint_id, CHECKPOINTS.c.checkpoint_ns, SESSIONS.c.id)
+_ORDER = (CHECKPOINTS.c.checkpoint_id, CHECKPOINTS.c.checkpoint_ns, CHECKPOINTS.c.session_id)
 """The order of ``list``: newest checkpoint id first, then namespace and session."""
+
+
+def _newest_first(ns_given: bool) -> builtins.list[Any]:
+    """``_ORDER`` descending, without the namespace when the query fixes it: MariaDB
+    does not drop a column compared to a parameter from ORDER BY, and sorted every
+    checkpoint of the namespace for a page of ten."""
+    return [column.desc() for column in _ORDER if not (ns_given and column is _ORDER[1])]
+
+
 _PAGES: dict[tuple[str, bool, bool, bool, bool], Any] = {}
 """The one-statement pages of ``list`` by (dialect, ns, id, before, after given)."""
 
@@ -249,7 +272,7 @@ def _page_statement(
     key = (dialect_name, ns, checkpoint_id, before, after)
     if key not in _PAGES:
         id_type = CHECKPOINTS.c.checkpoint_id.type
-        conditions = [_BY_KEY]
+        conditions = [CHECKPOINTS.c.session_id == _THREAD_SESSION]
         if ns:
             conditions.append(CHECKPOINTS.c.checkpoint_ns == bindparam("ns"))
         if checkpoint_id:
@@ -265,7 +288,7 @@ def _page_statement(
             conditions.append(tuple_(*_ORDER) < tuple_(*position))
         query = (
             _ROW.where(*conditions)
-            .order_by(*(column.desc() for column in _ORDER))
+            .order_by(*_newest_first(ns))
             .limit(bindparam("size", type_=Integer()))
         )
         _PAGES[key] = _checkpoint_with_parts(query, dialect_name)
@@ -458,9 +481,9 @@ class LangGraphRepository(Repository):
         digest, key = self._key(thread_id)
         return {"hash": digest, "key": key}
 
-    def _by_key(self, thread_id: str) -> ColumnElement[bool]:
-        digest, key = self._key(thread_id)
-        return and_(SESSIONS.c.external_key_hash == digest, SESSIONS.c.external_key == key)
+    def _thread_session_of(self, thread_id: str) -> Any:
+        """The id of the thread's session, as a scalar subquery (see ``_IN_NAMESPACE``)."""
+        return _THREAD_SESSION.params(self._key_params(thread_id))
 
     def _session_of(self, thread_id: str) -> str | None:
         found = self._connection().execute(_SESSION_OF, self._key_params(thread_id))
@@ -762,7 +785,7 @@ class LangGraphRepository(Repository):
         query = self._select()
         conditions: builtins.list[ColumnElement[bool]] = []
         if thread_id is not None:
-            conditions.append(self._by_key(thread_id))
+            conditions.append(CHECKPOINTS.c.session_id == self._thread_session_of(thread_id))
         else:
             conditions.append(self._in_scope())
         if checkpoint_ns is not None:
@@ -783,7 +806,7 @@ class LangGraphRepository(Repository):
                 tuple_(*_ORDER) < tuple_(after.checkpoint_id, after.checkpoint_ns, after.session_id)
             )
         size = limit if exact else PAGE
-        query = query.where(*conditions).order_by(*(column.desc() for column in _ORDER))
+        query = query.where(*conditions).order_by(*_newest_first(checkpoint_ns is not None))
         rows = self._session.execute(query.limit(size)).all()
         position = _next(rows, size)
         if not exact:
