@@ -25,16 +25,18 @@ from agentledger.transfer import Progress
 from ..databases import dialect_params, scratch_database
 from ._data import counts, ledger_at, populate, snapshot
 
-STEPS = 100_000
+FEW_STEPS = 4_000
+MANY_STEPS = 20_000
 SESSIONS = 10
-PEAK_BOUND = 32 * 1024 * 1024
-"""Holding 100,000 steps as dicts would take well over 100 MiB; streaming takes ~5 MiB."""
+PEAK_BOUND = 16 * 1024 * 1024
+"""Holding steps as dicts takes over 1 KiB each (20,000: over 20 MiB); streaming them
+in batches of 1,000 takes about 5 MiB whatever their number."""
 
 
-def _bulk_source(url: str) -> None:
-    """SESSIONS sessions of STEPS / SESSIONS steps each, inserted directly (fast)."""
+def _bulk_source(url: str, steps: int) -> None:
+    """SESSIONS sessions of ``steps`` / SESSIONS steps each, inserted directly (fast)."""
     at = datetime(2026, 1, 1, tzinfo=UTC)
-    per = STEPS // SESSIONS
+    per = steps // SESSIONS
     engine = create_engine(url, poolclass=NullPool)
     with engine.begin() as connection:
         for index in range(SESSIONS):
@@ -83,14 +85,14 @@ def _bulk_source(url: str) -> None:
     engine.dispose()
 
 
-@pytest.mark.sqlite
-@pytest.mark.slow
-def test_copying_100000_steps_keeps_memory_flat(tmp_path: Path) -> None:
-    source = f"sqlite:///{tmp_path / 'source.db'}"
-    target = f"sqlite:///{tmp_path / 'target.db'}"
+def _copy_peak(folder: Path, steps: int) -> int:
+    """The most memory (traced) a copy of ``steps`` steps between two SQLite files held."""
+    folder.mkdir()
+    source = f"sqlite:///{folder / 'source.db'}"
+    target = f"sqlite:///{folder / 'target.db'}"
     migrations.upgrade(source)
     migrations.upgrade(target)
-    _bulk_source(source)
+    _bulk_source(source, steps)
 
     with ledger_at(source) as reader, ledger_at(target) as writer:
         tracemalloc.start()
@@ -102,10 +104,21 @@ def test_copying_100000_steps_keeps_memory_flat(tmp_path: Path) -> None:
             tracemalloc.stop()
         took = time.perf_counter() - started
 
-    print(f"copy of {STEPS:,} steps: peak {peak / 2**20:.1f} MiB (traced), {took:.1f} s")
-    assert report.tables["steps"].inserted == STEPS
-    assert peak < PEAK_BOUND, f"peak {peak / 2**20:.1f} MiB"
-    assert counts(snapshot(target))["agentledger_steps"] == STEPS
+    print(f"copy of {steps:,} steps: peak {peak / 2**20:.1f} MiB (traced), {took:.1f} s")
+    assert report.tables["steps"].inserted == steps
+    assert counts(snapshot(target))["agentledger_steps"] == steps
+    return peak
+
+
+@pytest.mark.sqlite
+@pytest.mark.slow
+def test_copying_five_times_the_steps_takes_no_more_memory(tmp_path: Path) -> None:
+    few = _copy_peak(tmp_path / "few", FEW_STEPS)
+    many = _copy_peak(tmp_path / "many", MANY_STEPS)
+
+    assert many < PEAK_BOUND, f"peak {many / 2**20:.1f} MiB"
+    # Held in memory, five times the steps would take about five times as much.
+    assert many < few * 1.5, f"{few / 2**20:.1f} MiB -> {many / 2**20:.1f} MiB"
 
 
 class Interrupt(Exception):

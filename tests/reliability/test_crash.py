@@ -3,6 +3,7 @@ half-written unit of work, and every acknowledged one survives (T7, T7b)."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -10,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,22 +31,63 @@ SERVER_KILLS = 12
 pytestmark = pytest.mark.slow
 
 
-def run_and_kill(url: str, journal_mode: str | None, rng: random.Random) -> list[str]:
-    """Start the writer, let it work a random while, SIGKILL it; return its acknowledged ids."""
-    command = [sys.executable, "-m", "tests.reliability._crash_writer", url]
-    if journal_mode:
-        command.append(journal_mode)
-    writer = subprocess.Popen(
-        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    assert writer.stdout is not None
-    ready = writer.stdout.readline()
-    assert ready.strip() == "ready", writer.stderr.read() if writer.stderr else ""
+class Writers:
+    """The fork server of ``_crash_writer`` (``--serve``): starts and reaps writers."""
+
+    def __init__(self) -> None:
+        command = [sys.executable, "-m", "tests.reliability._crash_writer", "--serve"]
+        self.process = subprocess.Popen(
+            command, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        assert self._answer() == "serving"
+
+    def _answer(self) -> str:
+        assert self.process.stdout is not None
+        answer = self.process.stdout.readline().strip()
+        assert answer, f"the fork server stopped (exit {self.process.poll()})"
+        return answer
+
+    def _ask(self, line: str) -> str:
+        assert self.process.stdin is not None
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+        return self._answer()
+
+    def start(self, url: str, journal_mode: str | None, out: Path) -> int:
+        request = {"url": url, "journal_mode": journal_mode, "out": str(out)}
+        return int(self._ask("run " + json.dumps(request)))
+
+    def reap(self, pid: int) -> str:
+        return self._ask(f"reap {pid}")
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def writers() -> Iterator[Writers]:
+    server = Writers()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def run_and_kill(
+    writers: Writers, url: str, journal_mode: str | None, rng: random.Random, out: Path
+) -> list[str]:
+    """Start a writer, let it work a random while, SIGKILL it; its acknowledged ids."""
+    pid = writers.start(url, journal_mode, out)
+    deadline = time.monotonic() + 30
+    while not out.exists() or not out.read_text().startswith("ready\n"):
+        assert time.monotonic() < deadline, "the writer never got ready (see its stderr)"
+        time.sleep(0.005)
     time.sleep(rng.uniform(0.02, 0.4))
-    os.kill(writer.pid, signal.SIGKILL)
-    out, _ = writer.communicate(timeout=30)
-    assert writer.returncode == -signal.SIGKILL
-    return [line for line in out.splitlines() if line.startswith("crash-")]
+    os.kill(pid, signal.SIGKILL)
+    assert writers.reap(pid) == "killed"
+    return [line for line in out.read_text().splitlines() if line.startswith("crash-")]
 
 
 INVARIANTS = """
@@ -86,14 +129,14 @@ def check_whole(url: URL, acknowledged: set[str]) -> int:
 @pytest.mark.sqlite
 @pytest.mark.parametrize("journal_mode", [None, "DELETE"], ids=["wal", "rollback-journal"])
 def test_sqlite_survives_sigkill_at_random_moments(
-    tmp_path: Path, journal_mode: str | None
+    tmp_path: Path, journal_mode: str | None, writers: Writers
 ) -> None:
     url = f"sqlite:///{tmp_path}/crash.db"
     migrations.upgrade(url)
     rng = random.Random(7)
     acknowledged: set[str] = set()
     for _ in range(SQLITE_KILLS):
-        acknowledged.update(run_and_kill(url, journal_mode, rng))
+        acknowledged.update(run_and_kill(writers, url, journal_mode, rng, tmp_path / "out"))
         database = sqlite3.connect(tmp_path / "crash.db")
         assert database.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         database.close()
@@ -114,14 +157,16 @@ def test_sqlite_survives_sigkill_at_random_moments(
         pytest.param("mysql", marks=pytest.mark.mysql),
     ],
 )
-def test_a_killed_client_never_leaves_half_a_unit_of_work(tmp_path: Path, dialect: str) -> None:
+def test_a_killed_client_never_leaves_half_a_unit_of_work(
+    tmp_path: Path, dialect: str, writers: Writers
+) -> None:
     with scratch_database(dialect, str(tmp_path)) as url:
         migrations.upgrade(url)
         plain = url.set(drivername=url.get_backend_name()).render_as_string(hide_password=False)
         rng = random.Random(11)
         acknowledged: set[str] = set()
         for _ in range(SERVER_KILLS):
-            acknowledged.update(run_and_kill(plain, None, rng))
+            acknowledged.update(run_and_kill(writers, plain, None, rng, tmp_path / "out"))
             time.sleep(0.05)  # the server notices the dropped client and rolls it back
             check_whole(url, acknowledged)
         with Ledger(url) as ledger:
