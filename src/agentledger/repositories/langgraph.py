@@ -483,7 +483,11 @@ class LangGraphRepository(Repository):
 
     def _thread_session_of(self, thread_id: str) -> Any:
         """The id of the thread's session, as a scalar subquery (see ``_IN_NAMESPACE``)."""
-        return _THREAD_SESSION.params(self._key_params(thread_id))
+        digest, key = self._key(thread_id)
+        found = select(_THREAD.c.id).where(
+            _THREAD.c.external_key_hash == digest, _THREAD.c.external_key == key
+        )
+        return found.scalar_subquery()
 
     def _session_of(self, thread_id: str) -> str | None:
         found = self._connection().execute(_SESSION_OF, self._key_params(thread_id))
