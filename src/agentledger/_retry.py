@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TypeVar
 
 from ._checks import bounded_int
@@ -23,20 +23,10 @@ BASE_DELAY_S = 0.01
 MAX_DELAY_S = 1.0
 
 
-def backoff_delays(retries: int) -> Iterator[float | None]:
-    """One item per attempt: the delay before the next attempt, None after the last.
-
-    Full jitter (a random delay up to an exponentially growing cap) keeps retrying
-    writers from colliding again in lockstep.
-    """
-    bounded_int(retries, "retries")
-    for attempt in range(retries):
-        yield backoff_delay(attempt)
-    yield None
-
-
 def backoff_delay(attempt: int) -> float:
-    """The delay after failed attempt ``attempt`` (0 for the first): full jitter."""
+    """The delay after failed attempt ``attempt`` (0 for the first). Full jitter (a
+    random delay up to an exponentially growing cap) keeps retrying writers from
+    colliding again in lockstep."""
     return random.uniform(0, min(MAX_DELAY_S, BASE_DELAY_S * 2**attempt))
 
 

@@ -15,7 +15,7 @@ from agentledger import (
     ValidationError,
 )
 from agentledger._retry import (
-    backoff_delays,
+    backoff_delay,
     is_lost_before_commit,
     is_transient,
     retrying,
@@ -92,12 +92,17 @@ def test_the_ledger_replays_an_unknown_commit_only_when_the_call_said_it_is_safe
     assert not transient_or_replayable(lambda: True)(DatabaseUnavailableError("lost"))
 
 
-def test_backoff_gives_one_delay_per_retry_then_none() -> None:
-    delays = list(backoff_delays(3))
-    assert len(delays) == 4 and delays[-1] is None
-    assert all(0 <= d <= 1.0 for d in delays[:-1])
+def test_backoff_delays_stay_under_a_cap_that_doubles_up_to_a_second() -> None:
+    assert all(0 <= backoff_delay(0) <= 0.01 for _ in range(100))
+    assert all(0 <= backoff_delay(3) <= 0.08 for _ in range(100))
+    assert all(0 <= backoff_delay(12) <= 1.0 for _ in range(100))
+
+
+def test_a_negative_retry_count_is_refused_before_the_first_call() -> None:
+    calls: list[int] = []
     with pytest.raises(ValidationError):
-        list(backoff_delays(-1))
+        retrying(lambda: calls.append(1), retries=-1, retry_on=is_transient, sleep=print)
+    assert calls == []
 
 
 def transient(fn: Callable[[], T], retries: int = 3, slept: list[float] | None = None) -> T:

@@ -271,3 +271,20 @@ def test_a_server_connection_lost_at_commit_leaves_the_outcome_unknown() -> None
 
 def test_a_sqlite_commit_always_knows_its_outcome() -> None:
     assert type(lost_at_commit("sqlite:///agents.db")) is DatabaseUnavailableError
+
+
+def test_translated_turns_a_driver_error_into_ours_and_lets_the_rest_through() -> None:
+    from agentledger._translate import translated
+    from agentledger.errors import AgentLedgerError, UsageError
+
+    with pytest.raises(AgentLedgerError) as caught, translated(URL):
+        raise OSError("disk I/O error")
+    assert isinstance(caught.value.__cause__, OSError)
+    ours = UsageError("already ours")
+    with pytest.raises(UsageError) as kept, translated(URL):
+        raise ours
+    assert kept.value is ours
+    with pytest.raises(KeyError), translated(URL):
+        raise KeyError("not a database error")
+    with translated(URL):
+        pass

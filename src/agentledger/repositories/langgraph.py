@@ -96,13 +96,18 @@ _ROW = select(
     CHECKPOINTS.c.metadata,
 ).join(SESSIONS, SESSIONS.c.id == CHECKPOINTS.c.session_id)
 _THREAD = SESSIONS.alias("thread")
-_THREAD_SESSION = (
-    select(_THREAD.c.id)
-    .where(
-        _THREAD.c.external_key_hash == bindparam("hash"), _THREAD.c.external_key == bindparam("key")
+
+
+def _thread_session(key_hash: Any, key: Any) -> Any:
+    """The id of the session with external key ``key`` (its scope's hash ``key_hash``),
+    as a scalar subquery on a sessions alias of its own (see ``_IN_NAMESPACE``)."""
+    found = select(_THREAD.c.id).where(
+        _THREAD.c.external_key_hash == key_hash, _THREAD.c.external_key == key
     )
-    .scalar_subquery()
-)
+    return found.scalar_subquery()
+
+
+_THREAD_SESSION = _thread_session(bindparam("hash"), bindparam("key"))
 # The thread's session found first, on its own: its id is then a constant of the
 # checkpoints' primary-key range, which is read newest first and stops at the first row.
 # Joined to the key look-up instead, PostgreSQL read every checkpoint of the namespace
@@ -481,14 +486,6 @@ class LangGraphRepository(Repository):
         digest, key = self._key(thread_id)
         return {"hash": digest, "key": key}
 
-    def _thread_session_of(self, thread_id: str) -> Any:
-        """The id of the thread's session, as a scalar subquery (see ``_IN_NAMESPACE``)."""
-        digest, key = self._key(thread_id)
-        found = select(_THREAD.c.id).where(
-            _THREAD.c.external_key_hash == digest, _THREAD.c.external_key == key
-        )
-        return found.scalar_subquery()
-
     def _session_of(self, thread_id: str) -> str | None:
         found = self._connection().execute(_SESSION_OF, self._key_params(thread_id))
         session_id: str | None = found.scalar_one_or_none()
@@ -789,7 +786,7 @@ class LangGraphRepository(Repository):
         query = self._select()
         conditions: builtins.list[ColumnElement[bool]] = []
         if thread_id is not None:
-            conditions.append(CHECKPOINTS.c.session_id == self._thread_session_of(thread_id))
+            conditions.append(CHECKPOINTS.c.session_id == _thread_session(*self._key(thread_id)))
         else:
             conditions.append(self._in_scope())
         if checkpoint_ns is not None:
