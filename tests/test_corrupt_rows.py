@@ -50,3 +50,35 @@ async def test_a_corrupt_session_state_names_its_row_on_the_async_api(url: str) 
         with pytest.raises(CorruptRecordError) as raised:
             await ledger.sessions.get("hurt")
     assert (raised.value.key, raised.value.column) == ("hurt", "state")
+
+
+@pytest.mark.parametrize("column", ["channel_versions", "metadata"])
+def test_a_corrupt_langgraph_checkpoint_names_its_row_and_column(
+    tmp_path: Path, column: str
+) -> None:
+    from langgraph.checkpoint.conformance.test_utils import (
+        generate_checkpoint,
+        generate_config,
+        generate_metadata,
+    )
+
+    from agentledger.integrations.langgraph import LedgerSaver
+
+    url = f"sqlite:///{tmp_path}/corrupt_langgraph.db"
+    migrations.upgrade(url)
+    with Ledger(url) as ledger:
+        saver = LedgerSaver(ledger)
+        checkpoint = generate_checkpoint(channel_values={"a": 1}, channel_versions={"a": 1})
+        stored = saver.put(generate_config("t"), checkpoint, generate_metadata(), {"a": 1})
+        with ledger.engine.begin() as connection:  # an out-of-band writer
+            connection.execute(
+                text(f"UPDATE agentledger_langgraph_checkpoints SET {column} = '{{not json'")
+            )
+        for read in (
+            lambda: saver.get_tuple({"configurable": {"thread_id": "t"}}),
+            lambda: saver.get_tuple(stored),
+            lambda: list(saver.list({"configurable": {"thread_id": "t"}}, limit=10)),
+        ):
+            with pytest.raises(CorruptRecordError) as raised:
+                read()
+            assert raised.value.table == "agentledger_langgraph_checkpoints"
