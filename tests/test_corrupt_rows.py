@@ -82,3 +82,32 @@ def test_a_corrupt_langgraph_checkpoint_names_its_row_and_column(
             with pytest.raises(CorruptRecordError) as raised:
                 read()
             assert raised.value.table == "agentledger_langgraph_checkpoints"
+
+
+def test_a_compressed_langgraph_value_that_does_not_decompress_names_its_row(
+    tmp_path: Path,
+) -> None:
+    from langgraph.checkpoint.conformance.test_utils import (
+        generate_checkpoint,
+        generate_config,
+        generate_metadata,
+    )
+
+    from agentledger.integrations.langgraph import LedgerSaver
+
+    url = f"sqlite:///{tmp_path}/corrupt_value.db"
+    migrations.upgrade(url)
+    with Ledger(url) as ledger:
+        saver = LedgerSaver(ledger)
+        values = {"long": ["a message that repeats"] * 200}
+        checkpoint = generate_checkpoint(channel_values=values, channel_versions={"long": 1})
+        saver.put(generate_config("t"), checkpoint, generate_metadata(), {"long": 1})
+        with ledger.engine.begin() as connection:  # an out-of-band writer
+            (kind,) = connection.execute(text("SELECT type FROM agentledger_langgraph_blobs")).one()
+            assert kind.endswith("+zlib")
+            connection.execute(text("UPDATE agentledger_langgraph_blobs SET blob = x'00ff'"))
+        with pytest.raises(CorruptRecordError) as raised:
+            saver.get_tuple({"configurable": {"thread_id": "t"}})
+    error = raised.value
+    assert (error.table, error.column) == ("agentledger_langgraph_blobs", "blob")
+    assert error.key[2:] == ("long", "1")

@@ -93,6 +93,22 @@ async def test_writes_larger_than_the_limit_are_refused_and_none_is_stored(
     assert found is not None and found.pending_writes == []
 
 
+async def test_a_serializer_type_ending_in_agentledger_s_compressed_mark_is_refused(
+    saved: Saved,
+) -> None:
+    class Marked:
+        def dumps_typed(self, value: Any) -> tuple[str, bytes]:
+            return "msgpack+zlib", b"\x01"
+
+        def loads_typed(self, value: tuple[str, bytes]) -> Any:
+            return 1
+
+    saved.saver.serde = Marked()  # type: ignore[assignment]
+    with pytest.raises(ValidationError, match="ends in '\\+zlib'"):
+        await _put(saved.saver, generate_config("marked"), {"a": "x" * 100})
+    await _nothing_stored(saved, "marked")
+
+
 async def test_an_unknown_prune_strategy_is_refused(saved: Saved) -> None:
     stored = await _put(saved.saver, generate_config("t"))
     with pytest.raises(ValidationError, match="strategy must be 'keep_latest' or 'delete'"):

@@ -1,9 +1,11 @@
 """How a checkpoint is laid out: small primitive channel values inside the serialized
 checkpoint (no value row of their own), what the row's columns hold not repeated in
-it, and threads stored in the earlier layout read back unchanged."""
+it, large values compressed, and threads stored in the earlier layout read back
+unchanged."""
 
 from __future__ import annotations
 
+import os
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -11,14 +13,19 @@ from langgraph.checkpoint.conformance.test_utils import generate_config
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from sqlalchemy import Connection, Table, func, select
 
-from agentledger.models import AgentLangGraphBlob, AgentLangGraphCheckpoint
-from agentledger.repositories.langgraph import AsyncLangGraphRepository, LangGraphRepository
+from agentledger.models import AgentLangGraphBlob, AgentLangGraphCheckpoint, AgentLangGraphWrite
+from agentledger.repositories.langgraph import (
+    COMPRESS_FROM,
+    AsyncLangGraphRepository,
+    LangGraphRepository,
+)
 
 from ..contract._sql import on_engine
 from .conftest import Saved
 
 BLOBS = cast(Table, AgentLangGraphBlob.__table__)
 CHECKPOINTS = cast(Table, AgentLangGraphCheckpoint.__table__)
+WRITES = cast(Table, AgentLangGraphWrite.__table__)
 LONG = "a long prompt that is worth a row of its own. " * 10
 
 
@@ -119,3 +126,55 @@ async def test_a_checkpoint_stored_in_the_earlier_layout_reads_back_unchanged(
     assert found.checkpoint["channel_values"] == {"step": 4, "prompt": LONG}
     assert found.checkpoint["channel_versions"] == checkpoint["channel_versions"]
     assert found.checkpoint["id"] == checkpoint["id"]
+
+
+def _messages(count: int) -> list[str]:
+    return [
+        f"user: please look up the opening hours of the museum, thanks {n:05d}"
+        for n in range(count)
+    ]
+
+
+async def _put_values(saved: Saved, thread: str, values: dict[str, Any]) -> Any:
+    versions = dict.fromkeys(values, saved.saver.get_next_version(None, None))
+    checkpoint = {
+        "v": 4,
+        "id": "1ef4f797-8335-6428-8001-000000000001",
+        "ts": "2026-12-01T00:00:00+00:00",
+        "channel_values": values,
+        "channel_versions": versions,
+        "versions_seen": {},
+        "updated_channels": sorted(values),
+    }
+    return await saved.saver.aput(generate_config(thread), checkpoint, {}, versions)
+
+
+async def test_a_large_value_is_stored_compressed_and_reads_back_as_it_was(saved: Saved) -> None:
+    messages = _messages(1000)
+    config = await _put_values(saved, "long", {"messages": messages})
+    await saved.saver.aput_writes(config, [("messages", _messages(40))], "task-1")
+    serialized = JsonPlusSerializer().dumps_typed(messages)
+    ((kind, blob),) = await _stored(saved, select(BLOBS.c.type, BLOBS.c.blob))
+    assert kind == f"{serialized[0]}+zlib"
+    assert len(blob) * 10 < len(serialized[1])  # 68 KB of msgpack: under 7 KB stored
+    ((write_kind,),) = await _stored(saved, select(WRITES.c.type))
+    assert write_kind == f"{serialized[0]}+zlib"
+    found = await saved.saver.aget_tuple(generate_config("long"))
+    assert found is not None
+    assert found.checkpoint["channel_values"] == {"messages": messages}
+    assert found.pending_writes == [("task-1", "messages", _messages(40))]
+    (listed,) = [item async for item in saved.saver.alist(generate_config("long"))]
+    assert listed.checkpoint["channel_values"] == {"messages": messages}
+
+
+async def test_small_and_incompressible_values_are_stored_as_the_serializer_gave_them(
+    saved: Saved,
+) -> None:
+    noise = os.urandom(COMPRESS_FROM * 4)
+    await _put_values(saved, "plain", {"small": LONG, "noise": noise})
+    serde = JsonPlusSerializer()
+    rows = dict(await _stored(saved, select(BLOBS.c.channel, BLOBS.c.type)))
+    assert rows == {"small": serde.dumps_typed(LONG)[0], "noise": serde.dumps_typed(noise)[0]}
+    found = await saved.saver.aget_tuple(generate_config("plain"))
+    assert found is not None
+    assert found.checkpoint["channel_values"] == {"small": LONG, "noise": noise}

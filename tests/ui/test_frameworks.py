@@ -7,6 +7,7 @@ framework filter and the "made by" column."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import Iterator
 from typing import Any, TypedDict
@@ -70,9 +71,10 @@ def _langgraph_thread(url: URL) -> str:
         history = list(app.get_state_history(config))
         app.invoke(None, history[1].config)  # a second child of the step-0 checkpoint
         latest = app.get_state(config).config["configurable"]["checkpoint_id"]
-        LangGraphRepository(ledger).put_writes(
-            "essay-1", "", latest, "task-json", [(0, "notes", ("json", b'{"n": 1}'))]
-        )
+        notes = [(0, "notes", ("json", b'{"n": 1}'))]
+        # A JSON value large enough to be stored compressed, still small enough to show.
+        notes.append((1, "summary", ("json", json.dumps({"s": "tea " * 300}).encode())))
+        LangGraphRepository(ledger).put_writes("essay-1", "", latest, "task-json", notes)
         return ledger.sessions.get_by_key("essay-1", app_name="langgraph").id
 
 
@@ -195,6 +197,9 @@ def test_langgraph_pending_writes_show_json_decoded_and_other_types_as_type_and_
     assert interrupt_write["size"] > 0 and interrupt_write["value"] is None
     (note,) = [w for w in replayed["writes"] if w["channel"] == "notes"]
     assert (note["decoded"], note["value"]) == (True, {"n": 1})
+    (summary,) = [w for w in replayed["writes"] if w["channel"] == "summary"]
+    assert (summary["type"], summary["decoded"]) == ("json+zlib", True)
+    assert summary["value"] == {"s": "tea " * 300}
     page = client.get(f"/sessions/{made['langgraph']}").text
     assert re.search(r"msgpack · \d+ B", page) and "&#34;n&#34;: 1" in page
 

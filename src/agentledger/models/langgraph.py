@@ -3,7 +3,9 @@ access paths (``agentledger.integrations.langgraph`` reads and writes them).
 
 A LangGraph thread is an agentledger session (its thread id is the session's external
 key), so every row hangs off ``agentledger_sessions`` and is deleted with it. Values
-are what LangGraph's serializer gives, a type tag and bytes, stored as bytes.
+are what LangGraph's serializer gives, a type tag and bytes, stored as bytes; those of
+at least 1 KB that zlib shrinks by a tenth or more are stored compressed, their type
+tag ending in ``+zlib`` (``repositories.langgraph.COMPRESSED``).
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ class AgentLangGraphCheckpoint(Base):
     run_id: Mapped[str | None] = mapped_column(Identifier(255))
     """The run that wrote it (``metadata["run_id"]``), for ``delete_for_runs``."""
     type: Mapped[str] = mapped_column(String(MAX_TYPE_LENGTH))
-    """The serializer's type tag of ``checkpoint``."""
+    """The serializer's type tag of ``checkpoint`` (``+zlib`` at its end: compressed)."""
     checkpoint: Mapped[bytes] = mapped_column(Binary())
     """The checkpoint as serialized, its channel values left out."""
     channel_versions: Mapped[dict[str, Any]] = mapped_column(JSONDocument())
@@ -104,7 +106,8 @@ class AgentLangGraphBlob(Base):
     version: Mapped[str] = mapped_column(Identifier(MAX_VERSION_LENGTH), primary_key=True)
     """The channel's version (as text)."""
     type: Mapped[str] = mapped_column(String(MAX_TYPE_LENGTH))
-    """The serializer's type tag; ``empty`` for a channel without a value."""
+    """The serializer's type tag (``+zlib`` at its end: ``blob`` is compressed);
+    ``empty`` for a channel without a value."""
     blob: Mapped[bytes | None] = mapped_column(Binary())
     """The serialized value (NULL when empty)."""
 
@@ -134,7 +137,7 @@ class AgentLangGraphWrite(Base):
     channel: Mapped[str] = mapped_column(Identifier(MAX_CHANNEL_LENGTH))
     """The channel written."""
     type: Mapped[str] = mapped_column(String(MAX_TYPE_LENGTH))
-    """The serializer's type tag of ``blob``."""
+    """The serializer's type tag of ``blob`` (``+zlib`` at its end: compressed)."""
     blob: Mapped[bytes] = mapped_column(Binary())
     """The serialized value."""
     task_path: Mapped[str] = mapped_column(Text())

@@ -16,6 +16,7 @@ The repository knows nothing of LangGraph's types: values arrive serialized, as
 from __future__ import annotations
 
 import builtins
+import zlib
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -55,7 +56,7 @@ from .._dialects import (
 from .._json import check_json, decode_json
 from .._translate import duplicate_as
 from ..engine import ONE_STATEMENT_OPTION
-from ..errors import ConflictError, ValidationError
+from ..errors import ConflictError, CorruptRecordError, ValidationError
 from ..integrations import new_session_id
 from ..models import AgentLangGraphBlob, AgentLangGraphCheckpoint, AgentLangGraphWrite
 from ..models.langgraph import (
@@ -325,6 +326,16 @@ _IN_ONE: dict[tuple[str, bool], Any] = {}
 
 Typed = tuple[str, bytes]
 """A value as LangGraph's serializer gives it: ``(type tag, bytes)``."""
+COMPRESSED = "+zlib"
+"""Ends the stored type tag of a value stored zlib-compressed (its type tag is the rest),
+as LangGraph's own serializer wrappers mark theirs (``EncryptedSerializer``:
+``msgpack+aes``). Reserved: a serializer's own tag may not end so."""
+COMPRESS_FROM = 1024
+"""Values of at least this many bytes are stored compressed when that saves a tenth or
+more. A long thread's growing channel is stored at every step it changes (a list of
+1,000 messages: 68 KB of msgpack, each version apart): compressed, 2.8 KB. PostgreSQL
+compresses values over 2 KB itself, 4.4 KB for that one; SQLite stores every byte.
+Smaller values gain less than the call costs."""
 PruneStrategy = Literal["keep_latest", "delete"]
 """``keep_latest``: the newest checkpoint of each namespace stays; ``delete``: none."""
 
@@ -387,9 +398,10 @@ class CheckpointRow:
     metadata: dict[str, Any]
     """Its metadata (source, step, run id...)."""
     type: str
-    """The serializer's type tag of the checkpoint."""
+    """The serializer's type tag of the checkpoint, as stored (``COMPRESSED`` at its end
+    when stored compressed)."""
     size: int
-    """The serialized checkpoint's size in bytes."""
+    """The serialized checkpoint's size in bytes, as stored."""
     created_at: datetime
     """When it was stored."""
 
@@ -410,9 +422,10 @@ class WriteRow:
     channel: str
     """The channel written."""
     type: str
-    """The serializer's type tag."""
+    """The serializer's type tag, as stored (``COMPRESSED`` at its end when stored
+    compressed)."""
     size: int
-    """The serialized value's size in bytes."""
+    """The serialized value's size in bytes, as stored."""
     value: bytes | None
     """The serialized value when small and ``json``-typed."""
 
@@ -458,7 +471,43 @@ def _typed(value: object, name: str) -> Typed:
     ):
         raise ValidationError(f"{name} must be a (type, bytes) pair", path=name)
     checked_text(value[0], f"{name} type", max_length=MAX_TYPE_LENGTH)
+    if value[0].endswith(COMPRESSED):
+        raise ValidationError(
+            f"{name} type {value[0]!r} ends in {COMPRESSED!r}, which agentledger's stored "
+            "types keep for the values it compressed",
+            path=name,
+        )
     return value[0], bytes(value[1])
+
+
+def _packed(typed: Typed) -> Typed:
+    """``typed`` as stored: compressed when large enough to gain (``COMPRESS_FROM``)."""
+    kind, data = typed
+    if len(data) >= COMPRESS_FROM and len(kind) + len(COMPRESSED) <= MAX_TYPE_LENGTH:
+        packed = zlib.compress(data, 1)
+        if len(packed) * 10 <= len(data) * 9:
+            return kind + COMPRESSED, packed
+    return typed
+
+
+def _unpacked(kind: str, data: Any, table: Table, key: object, column: str = "blob") -> Typed:
+    """A stored value as its serializer gave it (decompressed if ``_packed`` did).
+
+    Raises:
+        CorruptRecordError: a value typed compressed that does not decompress.
+    """
+    if not kind.endswith(COMPRESSED):
+        return kind, bytes(data)
+    try:
+        return kind[: -len(COMPRESSED)], zlib.decompress(data)
+    except zlib.error as error:
+        raise CorruptRecordError(
+            f"{table.name} row {key!r}: column {column} is not the zlib data its type "
+            f"{kind!r} says ({error}); it was written by something other than agentledger",
+            table=table.name,
+            key=key,
+            column=column,
+        ) from None
 
 
 def _size_check(total: int, limit: int, what: str) -> None:
@@ -594,7 +643,8 @@ class LangGraphRepository(Repository):
             else _checkpoint_id(parent_checkpoint_id, "parent_checkpoint_id"),
             "created_at": self._work.settings.now(),
         }
-        row["type"], row["checkpoint"] = _typed(checkpoint, "checkpoint")
+        typed_checkpoint = _typed(checkpoint, "checkpoint")
+        row["type"], row["checkpoint"] = _packed(typed_checkpoint)
         if type(metadata) is not dict:
             raise ValidationError("metadata must be a dict of JSON values", path="metadata")
         check_json(metadata, path="metadata", limits=limits, jsonb=True)
@@ -608,17 +658,18 @@ class LangGraphRepository(Repository):
             for name, version in channel_versions.items()
         }
         values = []
-        total = len(row["checkpoint"])
+        total = len(typed_checkpoint[1])
         for channel, version, value in blobs:
             typed = None if value is None else _typed(value, f"channel {channel!r}")
             total += 0 if typed is None else len(typed[1])
+            stored = ("empty", None) if typed is None else _packed(typed)
             values.append(
                 {
                     "checkpoint_ns": ns,
                     "channel": checked_text(channel, "channel", max_length=MAX_CHANNEL_LENGTH),
                     "version": checked_text(version, "version", max_length=MAX_VERSION_LENGTH),
-                    "type": "empty" if typed is None else typed[0],
-                    "blob": None if typed is None else typed[1],
+                    "type": stored[0],
+                    "blob": stored[1],
                 }
             )
         _size_check(total, limits.max_checkpoint_bytes, "checkpoint")
@@ -669,6 +720,7 @@ class LangGraphRepository(Repository):
         for idx, channel, value in writes:
             typed = _typed(value, f"write to {channel!r}")
             total += len(typed[1])
+            typed = _packed(typed)
             rows.append(
                 {
                     "checkpoint_ns": ns,
@@ -924,7 +976,13 @@ class LangGraphRepository(Repository):
                     checkpoint_ns=row.checkpoint_ns,
                     checkpoint_id=row.checkpoint_id,
                     parent_checkpoint_id=row.parent_checkpoint_id,
-                    checkpoint=(row.type, bytes(row.checkpoint)),
+                    checkpoint=_unpacked(
+                        row.type,
+                        row.checkpoint,
+                        CHECKPOINTS,
+                        (*place, row.checkpoint_id),
+                        "checkpoint",
+                    ),
                     metadata=self._metadata(row),
                     channel_values=channel_values,
                     pending_writes=writes.get((*place, row.checkpoint_id), []),
@@ -954,9 +1012,10 @@ class LangGraphRepository(Repository):
         writes: builtins.list[StoredWrite] = []
         for part in parts:
             if part.part == "value":
-                values[(*place, part.channel, part.name)] = (part.type, bytes(part.blob))
+                key = (*place, part.channel, part.name)
+                values[key] = _unpacked(part.type, part.blob, BLOBS, key)
             else:
-                writes.append(_write_of(part, part.name))
+                writes.append(_write_of(part, part.name, (*place, row.checkpoint_id)))
         _in_langgraph_order(writes)
         return values, {(*place, row.checkpoint_id): writes}
 
@@ -981,7 +1040,8 @@ class LangGraphRepository(Repository):
         for (session_id, ns), pairs in by_place.items():
             params = {"session_id": session_id, "ns": ns, "pairs": sorted(pairs)}
             for row in self._connection().execute(_VALUES, params):
-                found[(session_id, ns, row.channel, row.version)] = (row.type, bytes(row.blob))
+                key = (session_id, ns, row.channel, row.version)
+                found[key] = _unpacked(row.type, row.blob, BLOBS, key)
         return found
 
     def _writes(
@@ -1008,7 +1068,7 @@ class LangGraphRepository(Repository):
                 for row in self._connection().execute(every)
             ]
         for key, row in stored:
-            found.setdefault(key, []).append(_write_of(row, row.task_id))
+            found.setdefault(key, []).append(_write_of(row, row.task_id, key))
         for writes in found.values():
             _in_langgraph_order(writes)
         return found
@@ -1066,7 +1126,8 @@ class LangGraphRepository(Repository):
         places = sorted({(row.checkpoint_ns, row.checkpoint_id) for row in rows})
         if places and most:
             small_json = and_(
-                WRITES.c.type == "json", func.length(WRITES.c.blob) <= SHOWN_VALUE_BYTES
+                WRITES.c.type.in_(("json", "json" + COMPRESSED)),
+                func.length(WRITES.c.blob) <= SHOWN_VALUE_BYTES,
             )
             query = (
                 select(
@@ -1101,7 +1162,7 @@ class LangGraphRepository(Repository):
                     channel=row.channel,
                     type=row.type,
                     size=int(row.size),
-                    value=None if row.value is None else bytes(row.value),
+                    value=None if row.value is None else _shown(session_id, row),
                 )
                 for row in self._connection().execute(query)
             ]
@@ -1265,22 +1326,30 @@ def _parts_of_many(rows: Sequence[Any]) -> tuple[_Values, _Writes]:
         if part.part == "value":
             if part.type is not None and part.type != "empty":
                 place = (part.session_id, part.checkpoint_ns, part.channel, part.name)
-                values[place] = (part.type, bytes(part.blob))
+                values[place] = _unpacked(part.type, part.blob, BLOBS, place)
         elif part.part == "write":
             key = (part.session_id, part.checkpoint_ns, part.checkpoint_id)
-            writes.setdefault(key, []).append(_write_of(part, part.name))
+            writes.setdefault(key, []).append(_write_of(part, part.name, key))
     for pending in writes.values():
         _in_langgraph_order(pending)
     return values, writes
 
 
-def _write_of(row: Any, task_id: str) -> StoredWrite:
-    """A pending write from a row of its columns (the task's id passed in: a writes row
-    has it as ``task_id``, a parts row as ``name``)."""
+def _shown(session_id: str, row: Any) -> bytes | None:
+    """A small ``json`` write's bytes as ``session_rows`` returns them (decompressed)."""
+    key = (session_id, row.checkpoint_ns, row.checkpoint_id, row.task_id, row.idx)
+    _, data = _unpacked(row.type, row.value, WRITES, key)
+    return data if len(data) <= SHOWN_VALUE_BYTES else None
+
+
+def _write_of(row: Any, task_id: str, checkpoint: tuple[str, str, str]) -> StoredWrite:
+    """A pending write on ``checkpoint`` (session, namespace, id) from a row of its
+    columns (the task's id passed in: a writes row has it as ``task_id``, a parts row as
+    ``name``)."""
     return StoredWrite(
         task_id=task_id,
         channel=row.channel,
-        value=(row.type, bytes(row.blob)),
+        value=_unpacked(row.type, row.blob, WRITES, (*checkpoint, task_id, row.idx)),
         task_path=row.task_path,
         idx=row.idx,
     )
