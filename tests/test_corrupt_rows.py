@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
+from langgraph.checkpoint.conformance.test_utils import (
+    generate_checkpoint,
+    generate_config,
+    generate_metadata,
+)
 from sqlalchemy import text
 
 from agentledger import AsyncLedger, Ledger, migrations
 from agentledger.errors import CorruptRecordError, DatabaseError
+from agentledger.integrations.langgraph import LedgerSaver
 
 pytestmark = pytest.mark.sqlite
 
@@ -52,25 +61,25 @@ async def test_a_corrupt_session_state_names_its_row_on_the_async_api(url: str) 
     assert (raised.value.key, raised.value.column) == ("hurt", "state")
 
 
-@pytest.mark.parametrize("column", ["channel_versions", "metadata"])
-def test_a_corrupt_langgraph_checkpoint_names_its_row_and_column(
-    tmp_path: Path, column: str
-) -> None:
-    from langgraph.checkpoint.conformance.test_utils import (
-        generate_checkpoint,
-        generate_config,
-        generate_metadata,
-    )
-
-    from agentledger.integrations.langgraph import LedgerSaver
-
+@contextmanager
+def _langgraph_thread(tmp_path: Path, values: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
+    """A saver on a fresh SQLite file holding thread ``t``'s one checkpoint of
+    ``values``, and that checkpoint's config."""
     url = f"sqlite:///{tmp_path}/corrupt_langgraph.db"
     migrations.upgrade(url)
     with Ledger(url) as ledger:
         saver = LedgerSaver(ledger)
-        checkpoint = generate_checkpoint(channel_values={"a": 1}, channel_versions={"a": 1})
-        stored = saver.put(generate_config("t"), checkpoint, generate_metadata(), {"a": 1})
-        with ledger.engine.begin() as connection:  # an out-of-band writer
+        versions = dict.fromkeys(values, 1)
+        checkpoint = generate_checkpoint(channel_values=values, channel_versions=versions)
+        yield saver, saver.put(generate_config("t"), checkpoint, generate_metadata(), versions)
+
+
+@pytest.mark.parametrize("column", ["channel_versions", "metadata"])
+def test_a_corrupt_langgraph_checkpoint_names_its_row_and_column(
+    tmp_path: Path, column: str
+) -> None:
+    with _langgraph_thread(tmp_path, {"a": 1}) as (saver, stored):
+        with saver.ledger.engine.begin() as connection:  # an out-of-band writer
             connection.execute(
                 text(f"UPDATE agentledger_langgraph_checkpoints SET {column} = '{{not json'")
             )
@@ -87,22 +96,9 @@ def test_a_corrupt_langgraph_checkpoint_names_its_row_and_column(
 def test_a_compressed_langgraph_value_that_does_not_decompress_names_its_row(
     tmp_path: Path,
 ) -> None:
-    from langgraph.checkpoint.conformance.test_utils import (
-        generate_checkpoint,
-        generate_config,
-        generate_metadata,
-    )
-
-    from agentledger.integrations.langgraph import LedgerSaver
-
-    url = f"sqlite:///{tmp_path}/corrupt_value.db"
-    migrations.upgrade(url)
-    with Ledger(url) as ledger:
-        saver = LedgerSaver(ledger)
-        values = {"long": ["a message that repeats"] * 200}
-        checkpoint = generate_checkpoint(channel_values=values, channel_versions={"long": 1})
-        saver.put(generate_config("t"), checkpoint, generate_metadata(), {"long": 1})
-        with ledger.engine.begin() as connection:  # an out-of-band writer
+    values = {"long": ["a message that repeats"] * 200}
+    with _langgraph_thread(tmp_path, values) as (saver, _):
+        with saver.ledger.engine.begin() as connection:  # an out-of-band writer
             (kind,) = connection.execute(text("SELECT type FROM agentledger_langgraph_blobs")).one()
             assert kind.endswith("+zlib")
             connection.execute(text("UPDATE agentledger_langgraph_blobs SET blob = x'00ff'"))
