@@ -666,9 +666,8 @@ def json_object_entries(dialect_name: str, column: ColumnElement[Any]) -> Any | 
     PostgreSQL: ``json_each_text`` (the column is JSON, not JSONB); its reads run in
     AUTOCOMMIT, a snapshot per statement. SQLite: ``json_each``; one statement there
     needs no read transaction either (SQLite has no LATERAL: see ``probe_per_row``).
-    MariaDB/MySQL's read
-    transactions are one snapshot already (REPEATABLE READ), and its ``JSON_TABLE``
-    walks arrays, not an object's keys.
+    MariaDB/MySQL's read transactions are one snapshot already (REPEATABLE READ), and
+    its ``JSON_TABLE`` walks arrays, not an object's keys.
     """
     if dialect_name == "postgresql":
         return func.json_each_text(column).table_valued("key", "value")
@@ -700,7 +699,8 @@ def probe_per_row(
     if dialect_name == "sqlite":
         (table,) = probe.columns_clause_froms
         condition = probe.whereclause
-        assert condition is not None, "a probe is correlated by its WHERE clause"
+        if condition is None:
+            raise ValueError("a probe is correlated to the outer row by its WHERE clause")
         return list(probe.selected_columns), table, condition
     lateral = probe.limit(1).lateral(name)
     return list(lateral.c), lateral, true()
