@@ -5,6 +5,7 @@ unchanged."""
 
 from __future__ import annotations
 
+import inspect
 import os
 from types import SimpleNamespace
 from typing import Any, cast
@@ -14,6 +15,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from sqlalchemy import Connection, Table, func, select
 
 from agentledger.models import AgentLangGraphBlob, AgentLangGraphCheckpoint, AgentLangGraphWrite
+from agentledger.models.langgraph import MAX_TYPE_LENGTH
 from agentledger.repositories.langgraph import (
     COMPRESS_FROM,
     AsyncLangGraphRepository,
@@ -45,6 +47,18 @@ def _checkpoint(saved: Saved, step: int, versions: dict[str, Any]) -> tuple[Any,
         "updated_channels": sorted(new),
     }
     return checkpoint, new
+
+
+def _repository(saved: Saved) -> Any:
+    """The repository under the saver, sync or async as the saver is."""
+    if saved.mode == "async":
+        host, run = saved.ledger._ledger_calls()
+        return AsyncLangGraphRepository(LangGraphRepository(host), run)
+    return LangGraphRepository(saved.ledger)
+
+
+async def _done(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
 
 
 async def _stored(saved: Saved, query: Any) -> Any:
@@ -102,11 +116,7 @@ async def test_a_checkpoint_stored_in_the_earlier_layout_reads_back_unchanged(
     checkpoint, new = _checkpoint(saved, 4, {})
     values = checkpoint["channel_values"]
     rest = {key: value for key, value in checkpoint.items() if key != "channel_values"}
-    repository: Any = LangGraphRepository(saved.ledger)
-    if saved.mode == "async":
-        host, run = saved.ledger._ledger_calls()
-        repository = AsyncLangGraphRepository(LangGraphRepository(host), run)
-    stored = repository.put(
+    stored = _repository(saved).put(
         "earlier",
         "",
         checkpoint["id"],
@@ -119,8 +129,7 @@ async def test_a_checkpoint_stored_in_the_earlier_layout_reads_back_unchanged(
             for channel, version in new.items()
         ],
     )
-    if saved.mode == "async":
-        await stored
+    await _done(stored)
     found = await saved.saver.aget_tuple(generate_config("earlier"))
     assert found is not None
     assert found.checkpoint["channel_values"] == {"step": 4, "prompt": LONG}
@@ -178,3 +187,35 @@ async def test_small_and_incompressible_values_are_stored_as_the_serializer_gave
     found = await saved.saver.aget_tuple(generate_config("plain"))
     assert found is not None
     assert found.checkpoint["channel_values"] == {"small": LONG, "noise": noise}
+
+
+async def test_a_large_checkpoint_is_stored_compressed_and_a_long_type_tag_is_not(
+    saved: Saved,
+) -> None:
+    # A tag too long to take the +zlib mark keeps its value as given.
+    data = b"the same bytes again " * 200
+    long_tag = "t" * (MAX_TYPE_LENGTH - 2)
+    repository = _repository(saved)
+    await _done(
+        repository.put(
+            "typed",
+            "",
+            "1ef4f797-8335-6428-8001-000000000001",
+            parent_checkpoint_id=None,
+            checkpoint=("msgpack", data),
+            channel_versions={"long": "1"},
+            metadata={},
+            blobs=[("long", "1", (long_tag, data))],
+        )
+    )
+    ((checkpoint_type, checkpoint_size),) = await _stored(
+        saved, select(CHECKPOINTS.c.type, func.length(CHECKPOINTS.c.checkpoint))
+    )
+    assert checkpoint_type == "msgpack+zlib" and checkpoint_size < len(data) // 10
+    ((blob_type, blob_size),) = await _stored(
+        saved, select(BLOBS.c.type, func.length(BLOBS.c.blob))
+    )
+    assert (blob_type, blob_size) == (long_tag, len(data))
+    found = await _done(repository.get("typed", ""))
+    assert found.checkpoint == ("msgpack", data)
+    assert found.channel_values == {"long": (long_tag, data)}

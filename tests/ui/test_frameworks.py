@@ -74,6 +74,8 @@ def _langgraph_thread(url: URL) -> str:
         notes = [(0, "notes", ("json", b'{"n": 1}'))]
         # A JSON value large enough to be stored compressed, still small enough to show.
         notes.append((1, "summary", ("json", json.dumps({"s": "tea " * 300}).encode())))
+        # Compressed small, too large to show once decompressed: its type and size.
+        notes.append((2, "essay", ("json", json.dumps({"s": "tea " * 2000}).encode())))
         LangGraphRepository(ledger).put_writes("essay-1", "", latest, "task-json", notes)
         return ledger.sessions.get_by_key("essay-1", app_name="langgraph").id
 
@@ -200,6 +202,9 @@ def test_langgraph_pending_writes_show_json_decoded_and_other_types_as_type_and_
     (summary,) = [w for w in replayed["writes"] if w["channel"] == "summary"]
     assert (summary["type"], summary["decoded"]) == ("json+zlib", True)
     assert summary["value"] == {"s": "tea " * 300}
+    (essay,) = [w for w in replayed["writes"] if w["channel"] == "essay"]
+    assert (essay["type"], essay["decoded"], essay["value"]) == ("json+zlib", False, None)
+    assert essay["size"] < 4096
     page = client.get(f"/sessions/{made['langgraph']}").text
     assert re.search(r"msgpack · \d+ B", page) and "&#34;n&#34;: 1" in page
 
