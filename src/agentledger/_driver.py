@@ -33,7 +33,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, Dialect
 
 from ._translate import translated_commit
-from .engine import driver_begin_sql, driver_cursor, takes_driver_sql
+from .engine import driver_begin_sql, driver_cursor, driver_execute_options, takes_driver_sql
 
 _MOST_PREPARED = 2_000
 """Compiled statements kept per process before the cache starts over (they are
@@ -162,6 +162,7 @@ class DriverConnection:
         self._url = url
         self._sent = 0
         self._key = (dialect.name, dialect.driver, str(dialect.paramstyle))
+        self._execute_options = driver_execute_options(dialect)
         self.commit_sent = False
         """Whether COMMIT was sent (set by ``transaction``)."""
         self.lost = False
@@ -189,7 +190,7 @@ class DriverConnection:
         bound = prepared.parameters(parameters or {})
         cursor = driver_cursor(self._dbapi, self.dialect)
         try:
-            cursor.execute(prepared.sql, bound)
+            cursor.execute(prepared.sql, bound, **self._execute_options)
             # Whether rows come back is known from the statement: reading the cursor's
             # description builds column objects (psycopg: tens of microseconds).
             fetched = cursor.fetchall() if prepared.row is not None else []

@@ -231,3 +231,20 @@ def _terminate(url: Any, pid: int) -> None:
             connection.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
     finally:
         admin.dispose()
+
+
+@pytest.mark.postgresql
+def test_a_read_on_driver_sql_is_prepared_on_its_first_run_on_psycopg(tmp_path: Path) -> None:
+    # psycopg prepares a statement after five runs by default; driver SQL asks on the
+    # first, as PostgresSaver's prepare_threshold=0 does.
+    with scratch_database("postgresql", str(tmp_path)) as url, Ledger(url) as ledger:
+        ledger.upgrade()
+        saver = LedgerSaver(ledger)
+        first = generate_checkpoint(channel_values={"v": 1}, channel_versions={"v": "1"})
+        saver.put(generate_config("t"), first, {"step": 0}, {"v": "1"})
+        assert saver.get_tuple(generate_config("t")) is not None
+        with ledger.engine.connect() as connection:
+            prepared = connection.execute(
+                text("SELECT statement FROM pg_prepared_statements WHERE NOT from_sql")
+            ).scalars()
+            assert any(statement.startswith("WITH head AS") for statement in prepared)
