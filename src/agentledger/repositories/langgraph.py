@@ -20,7 +20,8 @@ import zlib
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal, cast
+from operator import attrgetter
+from typing import Any, Literal, NamedTuple, cast
 
 from sqlalchemy import (
     ColumnElement,
@@ -40,6 +41,7 @@ from sqlalchemy import (
     type_coerce,
     union_all,
 )
+from sqlalchemy import cast as sql_cast
 
 from .._checks import bounded_int, checked_text
 from .._concurrency import Runner, async_iterate, in_greenlet
@@ -137,15 +139,20 @@ _WRITES_OF = select(
     WRITES.c.checkpoint_ns == bindparam("ns"),
     WRITES.c.checkpoint_id == bindparam("id"),
 )
+_CHECKPOINT_PART, _VALUE_PART, _WRITE_PART = 0, 1, 2
+"""What a row of a read of checkpoints with their parts is (its ``part`` column): small
+integers, the same object in every row, where a text label was a new string per row."""
+
+
 _PARTS_OF_ONE = union_all(
     select(
-        literal("value").label("part"),
+        literal(_VALUE_PART).label("part"),
         BLOBS.c.channel,
         BLOBS.c.version.label("name"),
-        literal(0).label("idx"),
+        null().label("idx"),
         BLOBS.c.type,
         BLOBS.c.blob,
-        literal("", Text()).label("task_path"),
+        null().label("task_path"),
     ).where(
         BLOBS.c.session_id == bindparam("session_id"),
         BLOBS.c.checkpoint_ns == bindparam("ns"),
@@ -153,7 +160,7 @@ _PARTS_OF_ONE = union_all(
         BLOBS.c.type != "empty",
     ),
     select(
-        literal("write").label("part"),
+        literal(_WRITE_PART).label("part"),
         WRITES.c.channel,
         WRITES.c.task_id.label("name"),
         WRITES.c.idx,
@@ -175,8 +182,11 @@ def _checkpoint_with_parts(query: Any, dialect_name: str, *, page: bool) -> Any:
     delete cannot leave a checkpoint without the values it names. The values are
     probed by the entries of each one's channel_versions
     (``_dialects.json_object_entries``, ``probe_per_row``); None where the dialect
-    cannot make those. Rows: a ``checkpoint`` part per checkpoint, and ``value`` and
-    ``write`` parts naming theirs (``_parts_of_many`` reads them)."""
+    cannot make those. Rows: a ``_CHECKPOINT_PART`` per checkpoint, and ``_VALUE_PART``
+    and ``_WRITE_PART`` rows naming theirs (``_parts_of_many`` reads them); of one
+    checkpoint (not a ``page``), those leave out its place, known from its row: a
+    pending write's row is most of a read's rows, and each text column of each row is
+    a new string for the driver to make."""
     head = query.cte("head")
     versions = json_object_entries(dialect_name, head.c.channel_versions)
     if versions is None:
@@ -203,9 +213,13 @@ def _checkpoint_with_parts(query: Any, dialect_name: str, *, page: bool) -> Any:
     values_of = select(literal(1)).select_from(wanted).outerjoin(probed, on)
     empty = [null().label(name) for name in ("thread_id", "parent_checkpoint_id")]
     none = [null().label(name) for name in ("checkpoint", "channel_versions", "metadata")]
+    value_place = [wanted.c.session_id, wanted.c.checkpoint_ns] if page else [null(), null()]
+    write_place = [head.c.session_id, head.c.checkpoint_ns, head.c.checkpoint_id]
+    if not page:
+        write_place = [null(), null(), null()]
     return union_all(
         select(
-            literal("checkpoint").label("part"),
+            literal(_CHECKPOINT_PART).label("part"),
             head.c.thread_id,
             head.c.session_id,
             head.c.checkpoint_ns,
@@ -225,27 +239,26 @@ def _checkpoint_with_parts(query: Any, dialect_name: str, *, page: bool) -> Any:
             null().label("task_path"),
         ),
         values_of.with_only_columns(
-            literal("value"),
+            literal(_VALUE_PART),
             empty[0],
-            wanted.c.session_id,
-            wanted.c.checkpoint_ns,
+            *value_place,
             null(),
             empty[1],
             value_type,
             *none,
             wanted.c.channel,
             wanted.c.version,
-            literal(0),
+            # Typed: PostgreSQL types a UNION's branches pairwise, and two NULLs are text.
+            sql_cast(null(), Integer),
             value_blob,
-            literal("", Text()),
+            null(),
             maintain_column_froms=False,
         ),
         select(
-            literal("write"),
+            literal(_WRITE_PART),
             empty[0],
-            head.c.session_id,
-            head.c.checkpoint_ns,
-            head.c.checkpoint_id,
+            *write_place[:2],
+            write_place[2],
             empty[1],
             WRITES.c.type,
             *none,
@@ -340,9 +353,9 @@ PruneStrategy = Literal["keep_latest", "delete"]
 """``keep_latest``: the newest checkpoint of each namespace stays; ``delete``: none."""
 
 
-@dataclass(frozen=True)
-class StoredWrite:
-    """A pending write as stored."""
+class StoredWrite(NamedTuple):
+    """A pending write as stored (a named tuple: a read makes one per pending write,
+    and a frozen dataclass took five times as long to make)."""
 
     task_id: str
     """The task that wrote it."""
@@ -772,10 +785,11 @@ class LangGraphRepository(Repository):
             found = self._assemble(self._connection().execute(query, params).all())
             return found[0] if found else None
         rows = self._one_statement_connection().execute(statement, params).all()
-        head = [row for row in rows if row.part == "checkpoint"]
+        head = [row for row in rows if row.part == _CHECKPOINT_PART]
         if not head:
             return None
-        return self._assemble(head, _parts_of_many(rows))[0]
+        one = (head[0].session_id, head[0].checkpoint_ns, head[0].checkpoint_id)
+        return self._assemble(head, _parts_of_many(rows, one))[0]
 
     @staticmethod
     def _in_one(dialect_name: str, query: Any, latest: bool) -> Any:
@@ -911,7 +925,7 @@ class LangGraphRepository(Repository):
             params["after_ns"] = after.checkpoint_ns
             params["after_session"] = after.session_id
         every = self._one_statement_connection().execute(statement, params).all()
-        rows = [row for row in every if row.part == "checkpoint"]
+        rows = [row for row in every if row.part == _CHECKPOINT_PART]
         rows.sort(key=lambda row: (row.checkpoint_id, row.checkpoint_ns, row.session_id))
         rows.reverse()
         return self._assemble(rows, _parts_of_many(every)), _next(rows, limit)
@@ -1003,21 +1017,8 @@ class LangGraphRepository(Repository):
             "id": row.checkpoint_id,
             "pairs": sorted(versions.items()),
         }
-        return self._parts(row, self._connection().execute(_PARTS_OF_ONE, params))
-
-    def _parts(self, row: Any, parts: Any) -> tuple[_Values, _Writes]:
-        """The values and writes of the checkpoint ``row`` from its ``parts`` rows."""
-        place = (row.session_id, row.checkpoint_ns)
-        values: _Values = {}
-        writes: builtins.list[StoredWrite] = []
-        for part in parts:
-            if part.part == "value":
-                key = (*place, part.channel, part.name)
-                values[key] = _unpacked(part.type, part.blob, BLOBS, key)
-            else:
-                writes.append(_write_of(part, part.name, (*place, row.checkpoint_id)))
-        _in_langgraph_order(writes)
-        return values, {(*place, row.checkpoint_id): writes}
+        parts = self._connection().execute(_PARTS_OF_ONE, params).all()
+        return _parts_of_many(parts, (row.session_id, row.checkpoint_ns, row.checkpoint_id))
 
     def _values(self, rows: Sequence[Any]) -> dict[tuple[str, str, str, str], Typed]:
         wanted: set[tuple[str, str, str, str]] = set()
@@ -1317,18 +1318,24 @@ class LangGraphRepository(Repository):
         return copied
 
 
-def _parts_of_many(rows: Sequence[Any]) -> tuple[_Values, _Writes]:
-    """The values and writes among the rows of ``_checkpoint_with_parts`` (its
-    ``checkpoint`` rows left out), by checkpoint; writes in LangGraph's order."""
+def _parts_of_many(
+    rows: Sequence[Any], one: tuple[str, str, str] | None = None
+) -> tuple[_Values, _Writes]:
+    """The values and writes among the rows of ``_checkpoint_with_parts`` or
+    ``_PARTS_OF_ONE`` (checkpoint rows left out), by checkpoint; writes in LangGraph's
+    order. ``one``: the place (session, namespace, id) of the one checkpoint whose part
+    rows leave theirs out."""
     values: _Values = {}
     writes: _Writes = {}
     for part in rows:
-        if part.part == "value":
+        kind = part.part
+        if kind == _VALUE_PART:
             if part.type is not None and part.type != "empty":
-                place = (part.session_id, part.checkpoint_ns, part.channel, part.name)
+                at = one or (part.session_id, part.checkpoint_ns)
+                place = (at[0], at[1], part.channel, part.name)
                 values[place] = _unpacked(part.type, part.blob, BLOBS, place)
-        elif part.part == "write":
-            key = (part.session_id, part.checkpoint_ns, part.checkpoint_id)
+        elif kind == _WRITE_PART:
+            key = one or (part.session_id, part.checkpoint_ns, part.checkpoint_id)
             writes.setdefault(key, []).append(_write_of(part, part.name, key))
     for pending in writes.values():
         _in_langgraph_order(pending)
@@ -1357,7 +1364,10 @@ def _write_of(row: Any, task_id: str, checkpoint: tuple[str, str, str]) -> Store
 
 def _in_langgraph_order(writes: builtins.list[StoredWrite]) -> None:
     """Sort one checkpoint's pending writes as LangGraph's own savers return them."""
-    writes.sort(key=lambda write: (write.task_path, write.task_id, write.idx))
+    writes.sort(key=_LANGGRAPH_ORDER)
+
+
+_LANGGRAPH_ORDER = attrgetter("task_path", "task_id", "idx")
 
 
 def _matches(metadata: dict[str, Any], filter: dict[str, Any]) -> bool:
