@@ -586,40 +586,6 @@ def upsert_rows(
     connection.execute(statement, _row_params(rows, names, "r"))
 
 
-def insert_missing_and_upsert(
-    connection: Any,
-    missing: tuple[Table, Sequence[dict[str, Any]], tuple[str, ...]],
-    upserted: tuple[Table, dict[str, Any], tuple[str, ...], Sequence[str]],
-) -> None:
-    """``insert_missing`` of ``missing`` (table, rows, keys), then ``upsert_rows`` of one
-    row (table, row, keys, refreshed columns), as one statement where the dialect can.
-
-    PostgreSQL runs an INSERT inside a WITH of the other (a data-modifying CTE runs
-    whether or not it is referenced): one round trip. SQLite and MariaDB/MySQL have
-    no such CTE: two statements, in the caller's transaction. ``connection``: a
-    Connection, or a ``_driver.DriverConnection`` (as for ``insert_missing``).
-    """
-    table, rows, keys = missing
-    target, row, target_keys, refreshed = upserted
-    dialect = connection.dialect.name
-    if not rows or dialect != "postgresql":
-        insert_missing(connection, table, rows, keys)
-        upsert_rows(connection, target, [row], target_keys, refreshed)
-        return
-    names, target_names = tuple(rows[0]), tuple(row)
-    cache_key = ("missing_and_upsert", table.name, len(rows), names, target.name, target_names)
-    statement = _PREBUILT.get(cache_key)
-    if statement is None:
-        values = _rows_statement(dialect, table, len(rows), names, keys, None, "m")
-        upsert = _rows_statement(
-            dialect, target, 1, target_names, target_keys, tuple(refreshed), "u"
-        )
-        statement = _PREBUILT[cache_key] = upsert.add_cte(values.cte("missing"))
-    params = _row_params(rows, names, "m")
-    params.update(_row_params([row], target_names, "u"))
-    connection.execute(statement, params)
-
-
 def json_key_equals(
     session: Session, column: ColumnElement[Any], key: str, value: object
 ) -> ColumnElement[bool] | None:

@@ -48,7 +48,6 @@ from .._concurrency import Runner, async_iterate, in_greenlet
 from .._dialects import (
     insert_for_session_key,
     insert_missing,
-    insert_missing_and_upsert,
     json_key_equals,
     json_object_entries,
     probe_per_row,
@@ -621,6 +620,28 @@ class LangGraphRepository(Repository):
         )
         return bool(stored)
 
+    def _store(
+        self,
+        thread_id: str,
+        missing: tuple[Table, builtins.list[dict[str, Any]], tuple[str, ...]],
+        upserted: tuple[Table, builtins.list[dict[str, Any]], tuple[str, ...], builtins.list[str]],
+    ) -> None:
+        """``insert_missing`` of ``missing`` (table, rows, keys) and ``upsert_rows`` of
+        ``upserted`` (table, rows, keys, refreshed columns), their rows without a
+        ``session_id``, for the thread's session, created if need be."""
+        if self._stored_by_key(thread_id, missing, upserted):
+            return
+        session_id = self._thread_session(thread_id)
+        if self._stored_by_key(thread_id, missing, upserted):
+            return  # PostgreSQL: one statement again, now that the session is there
+        table, rows, keys = missing
+        target, targets, target_keys, refreshed = upserted
+        for row in (*rows, *targets):
+            row["session_id"] = session_id
+        connection = self._connection()
+        insert_missing(connection, table, rows, keys)
+        upsert_rows(connection, target, targets, target_keys, refreshed)
+
     # -- writing -----------------------------------------------------------------------
 
     @operation(writes=True, on_driver=True)
@@ -691,18 +712,8 @@ class LangGraphRepository(Repository):
         # Stored again, the same checkpoint and values replace themselves: a commit of
         # unknown outcome is retried by the ledger.
         self._work.replay_safe = True
-        if self._stored_by_key(
+        self._store(
             thread_id, (BLOBS, values, blob_keys), (CHECKPOINTS, [row], _CHECKPOINT_KEY, refreshed)
-        ):
-            return
-        session_id = self._thread_session(thread_id)
-        for value_row in values:
-            value_row["session_id"] = session_id
-        row["session_id"] = session_id
-        insert_missing_and_upsert(
-            self._connection(),
-            (BLOBS, values, blob_keys),
-            (CHECKPOINTS, row, _CHECKPOINT_KEY, refreshed),
         )
 
     @operation(writes=True, on_driver=True)
@@ -754,16 +765,7 @@ class LangGraphRepository(Repository):
         special = [row for row in rows if row["idx"] < 0]
         refreshed = ["channel", "type", "blob", "task_path"]
         self._work.replay_safe = True  # stored again, the same writes change nothing
-        if self._stored_by_key(
-            thread_id, (WRITES, regular, keys), (WRITES, special, keys, refreshed)
-        ):
-            return
-        session_id = self._thread_session(thread_id)
-        for row in rows:
-            row["session_id"] = session_id
-        connection = self._connection()
-        insert_missing(connection, WRITES, regular, keys)
-        upsert_rows(connection, WRITES, special, keys, refreshed)
+        self._store(thread_id, (WRITES, regular, keys), (WRITES, special, keys, refreshed))
 
     # -- reading -----------------------------------------------------------------------
 
