@@ -602,24 +602,6 @@ class LangGraphRepository(Repository):
         )
         return record.id
 
-    def _stored_by_key(
-        self,
-        thread_id: str,
-        missing: tuple[Table, builtins.list[dict[str, Any]], tuple[str, ...]],
-        upserted: tuple[Table, builtins.list[dict[str, Any]], tuple[str, ...], builtins.list[str]],
-    ) -> bool:
-        """Whether the rows were stored in one statement for the thread's session found
-        by its key (``_dialects.insert_for_session_key``: PostgreSQL). False: the thread
-        has no session yet, or the dialect finds it first; nothing was written."""
-        stored = insert_for_session_key(
-            self._connection(),
-            self._key(thread_id),
-            (self._work.settings.now(), TOUCH_EVERY),
-            missing,
-            upserted,
-        )
-        return bool(stored)
-
     def _store(
         self,
         thread_id: str,
@@ -628,12 +610,21 @@ class LangGraphRepository(Repository):
     ) -> None:
         """``insert_missing`` of ``missing`` (table, rows, keys) and ``upsert_rows`` of
         ``upserted`` (table, rows, keys, refreshed columns), their rows without a
-        ``session_id``, for the thread's session, created if need be."""
-        if self._stored_by_key(thread_id, missing, upserted):
+        ``session_id``, for the thread's session, created if need be. On PostgreSQL one
+        statement finds the session by its key and stores them
+        (``_dialects.insert_for_session_key``); when it finds none it writes nothing, and
+        runs again once the session is created."""
+
+        def stored_by_key() -> bool:
+            touch = (self._work.settings.now(), TOUCH_EVERY)
+            key = self._key(thread_id)
+            return bool(insert_for_session_key(self._connection(), key, touch, missing, upserted))
+
+        if stored_by_key():
             return
         session_id = self._thread_session(thread_id)
-        if self._stored_by_key(thread_id, missing, upserted):
-            return  # PostgreSQL: one statement again, now that the session is there
+        if stored_by_key():
+            return
         table, rows, keys = missing
         target, targets, target_keys, refreshed = upserted
         for row in (*rows, *targets):
