@@ -500,34 +500,31 @@ def drop_temporary_table(connection: Connection, name: str) -> None:
 
 _PREBUILT: dict[tuple[Any, ...], Any] = {}
 """The row-writing statements of ``insert_missing`` and ``upsert_rows``, built once per
-(dialect, table, row count, columns...), so SQLAlchemy's compiled cache serves them."""
+(dialect, table, columns...), so SQLAlchemy's compiled cache serves them."""
 
 
 def _rows_statement(
     dialect: str,
     table: Table,
-    count: int,
     names: tuple[str, ...],
     keys: tuple[str, ...],
     refreshed: tuple[str, ...] | None,
-    prefix: str,
 ) -> Any:
-    """An INSERT of ``count`` rows of the columns ``names``, bound as
-    ``{prefix}{i}_{name}``: insert-if-absent when ``refreshed`` is None, else an upsert
-    replacing those columns. Values inline in ``.values()`` would make every call a new
-    statement to compile; bind parameters keep one."""
-    cache_key = (dialect, table.name, count, names, keys, refreshed, prefix)
+    """An INSERT of one row of the columns ``names`` (each bound as ``r_{name}``), run
+    once per row as an executemany: insert-if-absent when ``refreshed`` is None, else an
+    upsert replacing those columns. One statement of many rows (a multi-row VALUES) is
+    one SQLAlchemy cannot cache: it was compiled again on every call, a quarter of a
+    MariaDB put. PyMySQL and aiomysql send an INSERT's executemany as one multi-row
+    statement; sqlite3 runs it in-process."""
+    cache_key = (dialect, table.name, names, keys, refreshed)
     found = _PREBUILT.get(cache_key)
     if found is not None:
         return found
-    rows = [
-        {name: bindparam(f"{prefix}{i}_{name}", type_=table.c[name].type) for name in names}
-        for i in range(count)
-    ]
+    row = {name: bindparam(f"r_{name}", type_=table.c[name].type) for name in names}
     statement: Any
     if dialect in ("postgresql", "sqlite"):
         insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
-        statement = insert(table).values(rows)
+        statement = insert(table).values(row)
         if refreshed is None:
             statement = statement.on_conflict_do_nothing(index_elements=keys)
         else:
@@ -535,7 +532,7 @@ def _rows_statement(
                 index_elements=keys, set_={name: statement.excluded[name] for name in refreshed}
             )
     else:
-        statement = mysql_insert(table).values(rows)
+        statement = mysql_insert(table).values(row)
         if refreshed is None:
             statement = statement.on_duplicate_key_update({keys[0]: table.c[keys[0]]})
         else:
@@ -552,19 +549,23 @@ def _row_params(
     return {f"{prefix}{i}_{name}": row[name] for i, row in enumerate(rows) for name in names}
 
 
+def _each_row_params(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The executemany parameters of ``_rows_statement`` for ``rows``."""
+    return [{f"r_{name}": value for name, value in row.items()} for row in rows]
+
+
 def insert_missing(
     connection: Any, table: Table, rows: Sequence[dict[str, Any]], keys: tuple[str, ...]
 ) -> None:
-    """Insert ``rows`` (one statement), leaving alone each one whose primary key is
+    """Insert ``rows``, leaving alone each one whose primary key is
     already stored: ``insert_if_absent`` for many rows at once. ``ON CONFLICT DO
     NOTHING`` on PostgreSQL and SQLite; MariaDB/MySQL's ``INSERT IGNORE`` would hide
     other errors too, so a no-op ``ON DUPLICATE KEY UPDATE`` there. ``connection``: a
     Connection, or a ``_driver.DriverConnection`` (prebuilt statements run on both)."""
     if not rows:
         return
-    names = tuple(rows[0])
-    statement = _rows_statement(connection.dialect.name, table, len(rows), names, keys, None, "r")
-    connection.execute(statement, _row_params(rows, names, "r"))
+    statement = _rows_statement(connection.dialect.name, table, tuple(rows[0]), keys, None)
+    connection.execute(statement, _each_row_params(rows))
 
 
 def upsert_rows(
@@ -574,16 +575,15 @@ def upsert_rows(
     keys: tuple[str, ...],
     refreshed: Sequence[str],
 ) -> None:
-    """Insert ``rows`` (one statement); a row whose primary key is stored gets its
+    """Insert ``rows``; a row whose primary key is stored gets its
     ``refreshed`` columns replaced instead. ``ON CONFLICT ... DO UPDATE`` on PostgreSQL
     and SQLite, ``ON DUPLICATE KEY UPDATE`` on MariaDB/MySQL (see ``upsert_grant``)."""
     if not rows:
         return
-    names = tuple(rows[0])
     statement = _rows_statement(
-        connection.dialect.name, table, len(rows), names, keys, tuple(refreshed), "r"
+        connection.dialect.name, table, tuple(rows[0]), keys, tuple(refreshed)
     )
-    connection.execute(statement, _row_params(rows, names, "r"))
+    connection.execute(statement, _each_row_params(rows))
 
 
 def json_key_equals(

@@ -170,8 +170,11 @@ class DriverConnection:
         away rather than hand it back to the pool: the error reaching it may be
         agentledger's translation already)."""
 
-    def execute(self, statement: Any, parameters: dict[str, Any] | None = None) -> DriverResult:
-        """Run a prebuilt statement with ``parameters``; its rows, read at once.
+    def execute(
+        self, statement: Any, parameters: dict[str, Any] | list[dict[str, Any]] | None = None
+    ) -> DriverResult:
+        """Run a prebuilt statement with ``parameters`` (a list: once per item, as an
+        executemany, which returns no rows); its rows, read at once.
 
         Raises:
             NeedsTransaction: a second statement in the driver's autocommit (the first
@@ -187,13 +190,21 @@ class DriverConnection:
             if len(_PREPARED) >= _MOST_PREPARED:
                 _PREPARED.clear()
             prepared = _PREPARED[key] = _Prepared(statement, self.dialect)
-        bound = prepared.parameters(parameters or {})
+        many = isinstance(parameters, list)
+        bound: Any
+        if isinstance(parameters, list):
+            bound = [prepared.parameters(each) for each in parameters]
+        else:
+            bound = prepared.parameters(parameters or {})
         cursor = driver_cursor(self._dbapi, self.dialect)
         try:
-            cursor.execute(prepared.sql, bound, **self._execute_options)
+            if many:
+                cursor.executemany(prepared.sql, bound)
+            else:
+                cursor.execute(prepared.sql, bound, **self._execute_options)
             # Whether rows come back is known from the statement: reading the cursor's
             # description builds column objects (psycopg: tens of microseconds).
-            fetched = cursor.fetchall() if prepared.row is not None else []
+            fetched = cursor.fetchall() if prepared.row is not None and not many else []
             rowcount = cursor.rowcount
         except self.dialect.loaded_dbapi.Error as error:
             wrapped = _wrapped(error, prepared.sql, bound, self.dialect, self._dbapi)

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_config
+from sqlalchemy import event
+from sqlalchemy.engine.interfaces import CacheStats
 
 from agentledger.repositories.langgraph import LangGraphRepository
 
@@ -88,3 +90,29 @@ async def test_put_on_an_existing_thread_sends_as_many_statements_at_30_checkpoi
 
 def _touch(sql: str) -> bool:
     return sql.lstrip().upper().startswith("UPDATE AGENTLEDGER_SESSIONS")
+
+
+async def test_every_write_after_a_threads_first_is_served_by_sqlalchemys_compiled_cache(
+    saved: Saved,
+) -> None:
+    # A multi-row VALUES statement has no cache key: SQLAlchemy compiled it again on
+    # every call. (The listener sends every statement through SQLAlchemy, driver SQL
+    # included, so each one shows how its compiled form was found.)
+    engine = saved.ledger.engine
+    sync_engine = getattr(engine, "sync_engine", engine)
+    found: list[tuple[str, Any]] = []
+
+    def record(conn: Any, cursor: Any, sql: str, params: Any, context: Any, many: bool) -> None:
+        if context is not None and context.compiled is not None:
+            found.append((sql, context.cache_hit))
+
+    event.listen(sync_engine, "before_cursor_execute", record)
+    try:
+        await _thread(saved, "cached", 2)
+        found.clear()
+        await _thread(saved, "cached", 3)
+    finally:
+        event.remove(sync_engine, "before_cursor_execute", record)
+    inserts = [hit for sql, hit in found if sql.lstrip().upper().startswith(("INSERT", "WITH"))]
+    assert inserts
+    assert {hit for _, hit in found} == {CacheStats.CACHE_HIT}
