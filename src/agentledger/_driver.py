@@ -33,7 +33,13 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, Dialect
 
 from ._translate import translated_commit
-from .engine import driver_begin_sql, driver_cursor, driver_execute_options, takes_driver_sql
+from .engine import (
+    driver_autocommit,
+    driver_begin_sql,
+    driver_cursor,
+    driver_execute_options,
+    takes_driver_sql,
+)
 
 _MOST_PREPARED = 2_000
 """Compiled statements kept per process before the cache starts over (they are
@@ -271,7 +277,7 @@ def transaction(
                 finally:
                     cursor.close()
             elif autocommit:
-                dialect.set_isolation_level(dbapi_connection, "AUTOCOMMIT")
+                driver_autocommit(dbapi_connection, dialect, True)
                 switched = True
             yield connection
             connection.commit_sent = True
@@ -288,7 +294,7 @@ def transaction(
         raise
     finally:
         if switched:
-            _quietly(lambda: dialect.reset_isolation_level(dbapi_connection), dialect)
+            _quietly(lambda: driver_autocommit(dbapi_connection, dialect, False), dialect)
         pooled.close()
 
 

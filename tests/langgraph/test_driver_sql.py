@@ -248,3 +248,27 @@ def test_a_read_on_driver_sql_is_prepared_on_its_first_run_on_psycopg(tmp_path: 
                 text("SELECT statement FROM pg_prepared_statements WHERE NOT from_sql")
             ).scalars()
             assert any(statement.startswith("WITH head AS") for statement in prepared)
+
+
+@pytest.mark.postgresql
+def test_a_one_statement_call_hands_its_connection_back_as_it_found_it(tmp_path: Path) -> None:
+    # A read (and a put) runs in psycopg's autocommit: the connection goes back to the
+    # pool out of it, with its isolation level untouched, so the next unit of work is a
+    # transaction again.
+    with scratch_database("postgresql", str(tmp_path)) as url, Ledger(url) as ledger:
+        ledger.upgrade()
+        saver = LedgerSaver(ledger)
+        first = generate_checkpoint(channel_values={"v": 1}, channel_versions={"v": "1"})
+        config = saver.put(generate_config("t"), first, {"step": 0}, {"v": "1"})
+        pooled = ledger.engine.raw_connection()
+        before = (pooled.dbapi_connection.autocommit, pooled.dbapi_connection.isolation_level)
+        pooled.close()
+        later = generate_checkpoint(channel_values={"v": 2}, channel_versions={"v": "2"})
+        saver.put(config, later, {"step": 1}, {"v": "2"})
+        assert saver.get_tuple(generate_config("t")) is not None
+        pooled = ledger.engine.raw_connection()
+        try:
+            after = (pooled.dbapi_connection.autocommit, pooled.dbapi_connection.isolation_level)
+        finally:
+            pooled.close()
+        assert after == before and after[0] is False
