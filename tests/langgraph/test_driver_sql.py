@@ -193,6 +193,18 @@ def test_driver_sql_binds_a_datetime_by_its_column_type(tmp_path: Path) -> None:
         assert [tuple(row) for row in found] == [tuple(row) for row in expected]
 
 
+@contextmanager
+def _postgres_thread(tmp_path: Path) -> Iterator[tuple[Any, Ledger, LedgerSaver, Any, Any]]:
+    """A scratch PostgreSQL ledger with a saver and one thread "t" of one checkpoint:
+    (url, ledger, saver, that checkpoint, its config)."""
+    with scratch_database("postgresql", str(tmp_path)) as url, Ledger(url) as ledger:
+        ledger.upgrade()
+        saver = LedgerSaver(ledger)
+        first = generate_checkpoint(channel_values={"v": 1}, channel_versions={"v": "1"})
+        config = saver.put(generate_config("t"), first, {"step": 0}, {"v": "1"})
+        yield url, ledger, saver, first, config
+
+
 @pytest.mark.postgresql
 @pytest.mark.parametrize("call", ["get_tuple", "put"])
 def test_a_call_on_a_pooled_connection_the_server_killed_runs_again(
@@ -202,11 +214,7 @@ def test_a_call_on_a_pooled_connection_the_server_killed_runs_again(
     # it since. A read's statement fails before any COMMIT; a write in autocommit is its
     # own COMMIT (outcome unknown), and storing the same checkpoint again is harmless:
     # both run again on a new connection.
-    with scratch_database("postgresql", str(tmp_path)) as url, Ledger(url) as ledger:
-        ledger.upgrade()
-        saver = LedgerSaver(ledger)
-        first = generate_checkpoint(channel_values={"v": 1}, channel_versions={"v": "1"})
-        config = saver.put(generate_config("t"), first, {"step": 0}, {"v": "1"})
+    with _postgres_thread(tmp_path) as (url, ledger, saver, first, config):
         pooled = ledger.engine.raw_connection()
         cursor = pooled.dbapi_connection.cursor()
         cursor.execute("SELECT pg_backend_pid()")
@@ -237,11 +245,7 @@ def _terminate(url: Any, pid: int) -> None:
 def test_a_read_on_driver_sql_is_prepared_on_its_first_run_on_psycopg(tmp_path: Path) -> None:
     # psycopg prepares a statement after five runs by default; driver SQL asks on the
     # first, as PostgresSaver's prepare_threshold=0 does.
-    with scratch_database("postgresql", str(tmp_path)) as url, Ledger(url) as ledger:
-        ledger.upgrade()
-        saver = LedgerSaver(ledger)
-        first = generate_checkpoint(channel_values={"v": 1}, channel_versions={"v": "1"})
-        saver.put(generate_config("t"), first, {"step": 0}, {"v": "1"})
+    with _postgres_thread(tmp_path) as (_, ledger, saver, _, _):
         assert saver.get_tuple(generate_config("t")) is not None
         with ledger.engine.connect() as connection:
             prepared = connection.execute(
@@ -255,11 +259,7 @@ def test_a_one_statement_call_hands_its_connection_back_as_it_found_it(tmp_path:
     # A read (and a put) runs in psycopg's autocommit: the connection goes back to the
     # pool out of it, with its isolation level untouched, so the next unit of work is a
     # transaction again.
-    with scratch_database("postgresql", str(tmp_path)) as url, Ledger(url) as ledger:
-        ledger.upgrade()
-        saver = LedgerSaver(ledger)
-        first = generate_checkpoint(channel_values={"v": 1}, channel_versions={"v": "1"})
-        config = saver.put(generate_config("t"), first, {"step": 0}, {"v": "1"})
+    with _postgres_thread(tmp_path) as (_, ledger, saver, _, config):
         pooled = ledger.engine.raw_connection()
         before = (pooled.dbapi_connection.autocommit, pooled.dbapi_connection.isolation_level)
         pooled.close()
