@@ -557,11 +557,11 @@ def _each_row_params(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 def insert_missing(
     connection: Any, table: Table, rows: Sequence[dict[str, Any]], keys: tuple[str, ...]
 ) -> None:
-    """Insert ``rows``, leaving alone each one whose primary key is
-    already stored: ``insert_if_absent`` for many rows at once. ``ON CONFLICT DO
-    NOTHING`` on PostgreSQL and SQLite; MariaDB/MySQL's ``INSERT IGNORE`` would hide
-    other errors too, so a no-op ``ON DUPLICATE KEY UPDATE`` there. ``connection``: a
-    Connection, or a ``_driver.DriverConnection`` (prebuilt statements run on both)."""
+    """Insert ``rows``, leaving alone each one whose primary key is already stored:
+    ``insert_if_absent`` for many rows at once. ``ON CONFLICT DO NOTHING`` on PostgreSQL
+    and SQLite; MariaDB/MySQL's ``INSERT IGNORE`` would hide other errors too, so a no-op
+    ``ON DUPLICATE KEY UPDATE`` there. ``connection``: a Connection, or a
+    ``_driver.DriverConnection`` (prebuilt statements run on both)."""
     if not rows:
         return
     statement = _rows_statement(connection.dialect.name, table, tuple(rows[0]), keys, None)
@@ -575,9 +575,9 @@ def upsert_rows(
     keys: tuple[str, ...],
     refreshed: Sequence[str],
 ) -> None:
-    """Insert ``rows``; a row whose primary key is stored gets its
-    ``refreshed`` columns replaced instead. ``ON CONFLICT ... DO UPDATE`` on PostgreSQL
-    and SQLite, ``ON DUPLICATE KEY UPDATE`` on MariaDB/MySQL (see ``upsert_grant``)."""
+    """Insert ``rows``; a row whose primary key is stored gets its ``refreshed`` columns
+    replaced instead. ``ON CONFLICT ... DO UPDATE`` on PostgreSQL and SQLite, ``ON
+    DUPLICATE KEY UPDATE`` on MariaDB/MySQL (see ``upsert_grant``)."""
     if not rows:
         return
     statement = _rows_statement(

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections import namedtuple
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import Engine
 from sqlalchemy import exc as sa_exc
@@ -196,12 +196,12 @@ class DriverConnection:
             if len(_PREPARED) >= _MOST_PREPARED:
                 _PREPARED.clear()
             prepared = _PREPARED[key] = _Prepared(statement, self.dialect)
-        many = isinstance(parameters, list)
         bound: Any
-        if isinstance(parameters, list):
-            bound = [prepared.parameters(each) for each in parameters]
+        many = isinstance(parameters, list)
+        if many:
+            bound = [prepared.parameters(each) for each in cast(list[Any], parameters)]
         else:
-            bound = prepared.parameters(parameters or {})
+            bound = prepared.parameters(cast(dict[str, Any], parameters or {}))
         cursor = driver_cursor(self._dbapi, self.dialect)
         try:
             if many:

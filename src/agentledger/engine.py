@@ -538,7 +538,7 @@ def driver_autocommit(dbapi_connection: Any, dialect: Dialect, enabled: bool) ->
     one statement, ``_driver.transaction``). Sync psycopg: its ``autocommit`` alone,
     which leaves the connection's isolation level as it was; SQLAlchemy's switch to
     ``AUTOCOMMIT`` also clears the isolation level and its reset sets it again, four
-    driver calls that took a thirtieth of a ``get_tuple``. Elsewhere, SQLAlchemy's."""
+    driver calls (3.3% of a ``get_tuple``, sampled, against 1.8%). Elsewhere, SQLAlchemy's."""
     if dialect.driver == "psycopg" and not dialect.is_async:
         dbapi_connection.autocommit = enabled
     elif enabled:

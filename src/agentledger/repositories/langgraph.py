@@ -256,8 +256,7 @@ def _checkpoint_with_parts(query: Any, dialect_name: str, *, page: bool) -> Any:
         select(
             literal(_WRITE_PART),
             empty[0],
-            *write_place[:2],
-            write_place[2],
+            *write_place,
             empty[1],
             WRITES.c.type,
             *none,
@@ -354,7 +353,7 @@ PruneStrategy = Literal["keep_latest", "delete"]
 
 class StoredWrite(NamedTuple):
     """A pending write as stored (a named tuple: a read makes one per pending write,
-    and a frozen dataclass took five times as long to make)."""
+    and a frozen dataclass took about twice as long to make)."""
 
     task_id: str
     """The task that wrote it."""
