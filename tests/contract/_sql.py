@@ -35,8 +35,9 @@ def statements_during(harness: Harness) -> Iterator[list[tuple[str, Any]]]:
 
 
 def starting(statements: list[tuple[str, Any]], *keywords: str) -> list[str]:
-    """The statements whose SQL starts with one of ``keywords``."""
-    found = [sql for sql, _ in statements if sql.lstrip().upper().startswith(keywords)]
+    """The statements whose SQL starts with one of ``keywords`` (in any case)."""
+    wanted = tuple(keyword.upper() for keyword in keywords)
+    found = [sql for sql, _ in statements if sql.lstrip().upper().startswith(wanted)]
     return found
 
 

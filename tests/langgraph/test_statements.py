@@ -14,7 +14,7 @@ from sqlalchemy.engine.interfaces import CacheStats
 
 from agentledger.repositories.langgraph import LangGraphRepository
 
-from ..contract._sql import statements_during, work
+from ..contract._sql import starting, statements_during, work
 from .conftest import Saved, close, make_ledger, make_saver
 
 
@@ -116,3 +116,18 @@ async def test_every_write_after_a_threads_first_is_served_by_sqlalchemys_compil
     inserts = [hit for sql, hit in found if sql.lstrip().upper().startswith(("INSERT", "WITH"))]
     assert inserts
     assert {hit for _, hit in found} == {CacheStats.CACHE_HIT}
+
+
+async def test_a_threads_first_write_on_postgresql_is_the_one_statement_write(
+    saved: Saved,
+) -> None:
+    # Once the first put has created the thread's session, it stores its rows as every
+    # later write does: the session found by its key, the rows in CTEs of one statement.
+    if saved.ledger.engine.dialect.name != "postgresql":
+        pytest.skip("PostgreSQL's write by the session's key")
+    with _sent(saved) as statements:
+        config = await _thread(saved, "first", 1)
+        await saved.saver.aput_writes(config, [("v", 1)], "task-again")
+    plain = starting(work(statements), "INSERT INTO AGENTLEDGER_LANGGRAPH")
+    by_key = [sql for sql, _ in statements if "agentledger_langgraph" in sql and "thread AS" in sql]
+    assert plain == [] and len(by_key) >= 3

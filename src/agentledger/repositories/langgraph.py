@@ -211,10 +211,12 @@ def _checkpoint_with_parts(query: Any, dialect_name: str, *, page: bool) -> Any:
     values_of = select(literal(1)).select_from(wanted).outerjoin(probed, on)
     empty = [null().label(name) for name in ("thread_id", "parent_checkpoint_id")]
     none = [null().label(name) for name in ("checkpoint", "channel_versions", "metadata")]
-    value_place = [wanted.c.session_id, wanted.c.checkpoint_ns] if page else [null(), null()]
-    write_place = [head.c.session_id, head.c.checkpoint_ns, head.c.checkpoint_id]
-    if not page:
-        write_place = [null(), null(), null()]
+
+    def place(*columns: Any) -> builtins.list[Any]:
+        return list(columns) if page else [null() for _ in columns]
+
+    value_place = place(wanted.c.session_id, wanted.c.checkpoint_ns)
+    write_place = place(head.c.session_id, head.c.checkpoint_ns, head.c.checkpoint_id)
     return union_all(
         select(
             literal(_CHECKPOINT_PART).label("part"),
@@ -614,15 +616,16 @@ class LangGraphRepository(Repository):
         (``_dialects.insert_for_session_key``); when it finds none it writes nothing, and
         runs again once the session is created."""
 
-        def stored_by_key() -> bool:
+        def stored_by_key() -> bool | None:
             touch = (self._work.settings.now(), TOUCH_EVERY)
             key = self._key(thread_id)
-            return bool(insert_for_session_key(self._connection(), key, touch, missing, upserted))
+            return insert_for_session_key(self._connection(), key, touch, missing, upserted)
 
-        if stored_by_key():
+        stored = stored_by_key()  # None: the dialect stores by key in no statement
+        if stored:
             return
         session_id = self._thread_session(thread_id)
-        if stored_by_key():
+        if stored is not None and stored_by_key():
             return
         table, rows, keys = missing
         target, targets, target_keys, refreshed = upserted
@@ -1354,12 +1357,13 @@ def _write_of(row: Any, task_id: str, checkpoint: tuple[str, str, str]) -> Store
     )
 
 
+_LANGGRAPH_ORDER = attrgetter("task_path", "task_id", "idx")
+"""The order of one checkpoint's pending writes in LangGraph's own savers."""
+
+
 def _in_langgraph_order(writes: builtins.list[StoredWrite]) -> None:
     """Sort one checkpoint's pending writes as LangGraph's own savers return them."""
     writes.sort(key=_LANGGRAPH_ORDER)
-
-
-_LANGGRAPH_ORDER = attrgetter("task_path", "task_id", "idx")
 
 
 def _matches(metadata: dict[str, Any], filter: dict[str, Any]) -> bool:
