@@ -35,6 +35,7 @@ from sqlalchemy.engine import URL, Dialect
 from ._translate import translated_commit
 from .engine import (
     driver_autocommit,
+    driver_begin_after_first,
     driver_begin_sql,
     driver_cursor,
     driver_execute_options,
@@ -182,12 +183,17 @@ class DriverConnection:
         """Run a prebuilt statement with ``parameters`` (a list: once per item, as an
         executemany, which returns no rows); its rows, read at once.
 
+        A second statement of a block in the driver's autocommit begins a transaction
+        for the rest of it where the dialect can (``engine.driver_begin_after_first``).
+
         Raises:
-            NeedsTransaction: a second statement in the driver's autocommit (the first
-                must have written nothing: see ``transaction``).
+            NeedsTransaction: a second statement in the driver's autocommit where it
+                cannot (the first must have written nothing: see ``transaction``).
         """
         if self._one_statement and self._sent:
-            raise NeedsTransaction("a second statement needs a transaction")
+            if not driver_begin_after_first(self._dbapi, self.dialect):
+                raise NeedsTransaction("a second statement needs a transaction")
+            self._one_statement = self._commits = False
         self._sent += 1
         self.commit_sent = self._commits  # in autocommit, a write is its own COMMIT
         key = (*self._key, id(statement))
@@ -243,29 +249,27 @@ def transaction(
 ) -> Iterator[DriverConnection]:
     """A transaction on a pooled connection of ``engine``, committed when the block
     ends (rolled back on an error), the connection back in the pool after. SQLite:
-    ``BEGIN IMMEDIATE`` for a write, ``BEGIN`` for a read (one snapshot), as
-    ``engine`` does for SQLAlchemy's transactions (its connections are in the driver's
-    autocommit). ``autocommit`` (PostgreSQL at READ COMMITTED, see
-    ``engine.read_only_options``): the block runs one statement in the driver's
-    autocommit, atomic by itself, with no BEGIN and COMMIT round trips; the driver is
-    switched back after. A block that would send a second one gets
-    ``NeedsTransaction`` and runs through SQLAlchemy instead, so its first statement
-    must write nothing when another follows (``_dialects.insert_for_session_key``
-    writes only when it finds the session; when it finds none, the call goes on to
-    create it). The connection's ``commit_sent`` says whether a write's COMMIT went out
-    (its outcome may be unknown after that: a connection lost during a write's one
-    statement in autocommit is ``CommitUnknownError``, given ``url``)."""
+    ``BEGIN IMMEDIATE`` for a write, ``BEGIN`` for a read, as ``engine`` does for
+    SQLAlchemy's transactions (its connections are in the driver's autocommit).
+
+    ``autocommit`` (``engine.driver_one_statement``: PostgreSQL at READ COMMITTED,
+    SQLite's reads): the block's first statement runs in the driver's autocommit,
+    atomic by itself and one snapshot, with no BEGIN and COMMIT round trips; the driver
+    is switched back after. A second statement begins a transaction for the rest of
+    the block (PostgreSQL), or gets ``NeedsTransaction`` and the call runs through
+    SQLAlchemy instead (SQLite). Either way the first statement must write nothing when
+    another follows (``_dialects.insert_for_session_key`` writes only when it finds the
+    session; when it finds none, the call goes on to create it).
+
+    The connection's ``commit_sent`` says whether a write's COMMIT went out (its
+    outcome may be unknown after that: a connection lost during a write's one statement
+    in autocommit is ``CommitUnknownError``, given ``url``)."""
     dialect = engine.dialect
     pooled = engine.raw_connection()
     dbapi_connection: Any = pooled.dbapi_connection
-    begin = driver_begin_sql(dialect, writes=writes)
-    one_statement = autocommit and begin is None
+    begin = None if autocommit else driver_begin_sql(dialect, writes=writes)
     connection = DriverConnection(
-        dbapi_connection,
-        dialect,
-        one_statement=one_statement,
-        commits=one_statement and writes,
-        url=url,
+        dbapi_connection, dialect, one_statement=autocommit, commits=autocommit and writes, url=url
     )
     switched = False
     try:

@@ -514,6 +514,19 @@ def takes_driver_sql(dialect: Dialect) -> bool:
     return dialect.name in ("sqlite", "postgresql")
 
 
+def driver_one_statement(dialect: Dialect, read_options: dict[str, Any], *, writes: bool) -> bool:
+    """Whether a driver SQL call runs as one statement in the driver's autocommit, with
+    no BEGIN and COMMIT (``_driver.transaction``). PostgreSQL where the ledger's reads
+    are AUTOCOMMIT (``read_only_options``), writes too (their one statement is atomic by
+    itself). SQLite's reads: its connections are in the driver's autocommit already
+    (``configure_sqlite_engine``), and one statement there is its own read transaction,
+    one snapshot, as SQLAlchemy's reads of one statement run (``ONE_STATEMENT_OPTION``);
+    its BEGIN and COMMIT were a third of a ``get_tuple``'s SQLite calls."""
+    if dialect.name == "sqlite":
+        return not writes
+    return read_options.get("isolation_level") == "AUTOCOMMIT"
+
+
 def driver_begin_sql(dialect: Dialect, *, writes: bool) -> str | None:
     """The SQL that begins a transaction on a driver connection of this dialect, as
     SQLAlchemy's transactions begin here: SQLite's connections are in the driver's
@@ -539,12 +552,27 @@ def driver_autocommit(dbapi_connection: Any, dialect: Dialect, enabled: bool) ->
     which leaves the connection's isolation level as it was; SQLAlchemy's switch to
     ``AUTOCOMMIT`` also clears the isolation level and its reset sets it again, four
     driver calls (3.3% of a ``get_tuple``, sampled, against 1.8%). Elsewhere, SQLAlchemy's."""
+    if dialect.name == "sqlite":
+        return  # always in the driver's autocommit (``configure_sqlite_engine``)
     if dialect.driver == "psycopg" and not dialect.is_async:
         dbapi_connection.autocommit = enabled
     elif enabled:
         dialect.set_isolation_level(dbapi_connection, "AUTOCOMMIT")
     else:
         dialect.reset_isolation_level(dbapi_connection)
+
+
+def driver_begin_after_first(dbapi_connection: Any, dialect: Dialect) -> bool:
+    """Begin a transaction on a driver SQL connection in the driver's autocommit after
+    its first statement (which wrote nothing: ``_driver.transaction``), for the rest of
+    the block; whether it could. PostgreSQL: the driver is switched out of autocommit,
+    and begins at the next statement; at READ COMMITTED the first statement's snapshot
+    was its own anyway. Not on SQLite, where a read's statements share one snapshot
+    only inside its transaction: the first would be outside it."""
+    if dialect.name == "sqlite":
+        return False
+    driver_autocommit(dbapi_connection, dialect, False)
+    return True
 
 
 def driver_execute_options(dialect: Dialect) -> dict[str, Any]:

@@ -62,6 +62,7 @@ from .engine import (
     create_async_engine_for,
     create_sqlite_twin,
     create_sync_engine,
+    driver_one_statement,
     is_read_only,
     mask,
     read_only_options,
@@ -370,7 +371,7 @@ class Ledger:
         if writes and is_read_only(self.settings.url):
             return NOT_ON_DRIVER  # _perform says why it cannot
         url = self.settings.url
-        autocommit = self._read_options.get("isolation_level") == "AUTOCOMMIT"
+        autocommit = driver_one_statement(self._engine.dialect, self._read_options, writes=writes)
         begun: list[Work] = []
         sent = [False]
 

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.pool import NullPool
 
 from agentledger import DatabaseLockedError, Ledger
-from agentledger._driver import DriverConnection, NotPrebuilt, transaction
+from agentledger._driver import DriverConnection, NeedsTransaction, NotPrebuilt, transaction
 from agentledger.integrations.langgraph import LedgerSaver
 from agentledger.models import AgentLangGraphBlob, AgentLangGraphCheckpoint, AgentSession
 
@@ -81,14 +81,19 @@ async def test_a_statement_listener_on_the_engine_sees_the_hot_calls_statements(
     assert "agentledger_langgraph_checkpoints" in tables
 
 
-async def test_a_thread_s_first_put_creates_its_session_through_the_orm(saved: Saved) -> None:
+async def test_a_thread_s_first_put_creates_its_session_without_an_orm_session_on_driver_sql(
+    saved: Saved,
+) -> None:
     checkpoint = generate_checkpoint(channel_values={"v": 1}, channel_versions={"v": 1})
     with _orm_transactions() as begun:
         await saved.saver.aput(generate_config("first"), checkpoint, {"step": 0}, {"v": 1})
-    assert begun  # the session row is created by SessionRepository, on the ORM path
-    listed = saved.ledger.sessions.list(app_name="langgraph")
-    page = await listed if inspect.isawaitable(listed) else listed
-    assert [summary.id.split(".")[0] for summary in page.items] == ["langgraph"]
+    on_driver = saved.ledger.engine.dialect.name in ("sqlite", "postgresql")
+    assert (begun == []) is on_driver
+    found = saved.ledger.sessions.get_by_key("first", app_name="langgraph")
+    session = await found if inspect.isawaitable(found) else found
+    assert session.id.split(".")[0] == "langgraph"
+    assert (session.revision, session.status, session.state) == (1, "active", {})
+    assert (session.message_count, session.user_id, session.external_key) == (0, None, "first")
 
 
 def _sync_engine(saved: Saved) -> Any:
@@ -272,3 +277,67 @@ def test_a_one_statement_call_hands_its_connection_back_as_it_found_it(tmp_path:
         finally:
             pooled.close()
         assert after == before and after[0] is False
+
+
+@pytest.mark.postgresql
+def test_a_second_statement_after_one_in_autocommit_runs_in_a_transaction(
+    tmp_path: Path,
+) -> None:
+    # The first statement found nothing to write on (a thread's first put); the rest of
+    # the call is one transaction: an error after its INSERT leaves nothing behind.
+    with _postgres_thread(tmp_path) as (_, ledger, _, _, _):
+        count = select(SESSIONS.c.id).where(SESSIONS.c.id == bindparam("id"))
+        insert = SESSIONS.insert().values(
+            id="s-2", status="active", state={}, message_count=0, message_seq=0, step_count=0,
+            checkpoint_seq=0, input_tokens=0, output_tokens=0, total_tokens=0,
+            created_at=datetime.now(UTC), updated_at=datetime.now(UTC), revision=1,
+        )  # fmt: skip
+        with (
+            pytest.raises(RuntimeError, match="after the insert"),
+            transaction(ledger.engine, writes=True, autocommit=True) as driver,
+        ):
+            assert driver.execute(count, {"id": "s-2"}).all() == []
+            driver.execute(insert)
+            assert driver.commit_sent is False  # the INSERT was not its own COMMIT
+            raise RuntimeError("after the insert")
+        assert ledger.sessions.get_or_none("s-2") is None
+        with transaction(ledger.engine, writes=True, autocommit=True) as driver:
+            driver.execute(count, {"id": "s-2"})
+            driver.execute(insert)
+        assert ledger.sessions.get("s-2").revision == 1
+
+
+def test_a_second_statement_of_a_sqlite_read_in_autocommit_falls_back_to_sqlalchemy(
+    tmp_path: Path,
+) -> None:
+    # A SQLite read's statements share a snapshot only inside one transaction, which
+    # its first statement, run in the driver's autocommit, was not in.
+    with Ledger(f"sqlite:///{tmp_path / 'reads.db'}") as ledger:
+        ledger.upgrade()
+        query = select(SESSIONS.c.id)
+        with (
+            pytest.raises(NeedsTransaction),
+            transaction(ledger.engine, writes=False, autocommit=True) as driver,
+        ):
+            driver.execute(query)
+            driver.execute(query)
+
+
+def test_a_one_statement_sqlite_read_on_driver_sql_sends_no_begin(tmp_path: Path) -> None:
+    with Ledger(f"sqlite:///{tmp_path / 'reads.db'}") as ledger:
+        ledger.upgrade()
+        saver = LedgerSaver(ledger)
+        checkpoint = generate_checkpoint(channel_values={"v": 1}, channel_versions={"v": 1})
+        saver.put(generate_config("t"), checkpoint, {"step": 0}, {"v": 1})
+        pooled = ledger.engine.raw_connection()
+        sent: list[str] = []
+        pooled.dbapi_connection.set_trace_callback(sent.append)
+        pooled.close()
+        try:
+            found = saver.get_tuple(generate_config("t"))
+        finally:
+            pooled = ledger.engine.raw_connection()
+            pooled.dbapi_connection.set_trace_callback(None)
+            pooled.close()
+        assert found is not None and found.checkpoint["id"] == checkpoint["id"]
+        assert [sql.split()[0].upper() for sql in sent] == ["WITH"]
