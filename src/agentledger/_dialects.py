@@ -722,6 +722,42 @@ def touch_session_by_key(
     return found
 
 
+_SESSION_IF_ABSENT: dict[str, Any] = {}
+"""The statements of ``insert_session_if_absent`` by dialect, built on first use."""
+
+
+def insert_session_if_absent(connection: Any, values: dict[str, Any]) -> bool | None:
+    """Insert a session row (``values``: every column) unless it collides with a stored
+    session on any unique key (its id, its external key); whether it was inserted.
+
+    PostgreSQL and SQLite: ``ON CONFLICT DO NOTHING`` with no conflict target, one
+    prebuilt statement that leaves the transaction usable whichever key collides (a
+    failed INSERT needed a SAVEPOINT around it, two more round trips), and that runs on
+    driver SQL too. None on MariaDB/MySQL: a collision there cannot be told from an
+    insert (``ON DUPLICATE KEY UPDATE`` counts the found row as changed under the
+    FOUND_ROWS client flag, and ``INSERT IGNORE`` turns other errors into warnings), so
+    the caller inserts in a savepoint instead. ``connection``: a Connection, or a
+    ``_driver.DriverConnection``."""
+    dialect = connection.dialect.name
+    if dialect not in ("postgresql", "sqlite"):
+        return None
+    statement = _SESSION_IF_ABSENT.get(dialect)
+    if statement is None:
+        insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
+        row = {
+            name: bindparam(f"s_{name}", type_=column.type) for name, column in _SESSIONS.c.items()
+        }
+        statement = _SESSION_IF_ABSENT[dialect] = (
+            insert(_SESSIONS)
+            .values(row)
+            .on_conflict_do_nothing()
+            # SQLAlchemy reports an INSERT's rowcount only when asked to keep it.
+            .execution_options(preserve_rowcount=True)
+        )
+    params = {f"s_{column.key}": values[column.key] for column in _SESSIONS.c}
+    return bool(connection.execute(statement, params).rowcount == 1)
+
+
 _BY_SESSION_KEY: dict[tuple[Any, ...], Any] = {}
 """The statements of ``insert_for_session_key`` by shape, built on first use."""
 

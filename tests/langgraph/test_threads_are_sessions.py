@@ -16,11 +16,12 @@ from langgraph.checkpoint.conformance.test_utils import (
 )
 from sqlalchemy import func, select
 
-from agentledger import Ledger
+from agentledger import ConflictError, Ledger
 from agentledger.integrations import framework_of
 from agentledger.integrations.langgraph import LedgerSaver
 from agentledger.models import AgentLangGraphBlob, AgentLangGraphCheckpoint, AgentLangGraphWrite
 from agentledger.repositories.langgraph import TOUCH_EVERY
+from agentledger.repositories.sessions import keyed_session_id
 
 from ..databases import scratch_database
 from .conftest import Saved
@@ -155,3 +156,47 @@ def test_a_write_sets_the_threads_updated_at_when_over_a_second_old(
             (session,) = ledger.sessions.list(app_name="langgraph").items
             seen.append(session.updated_at)
     assert seen == [started, started + TOUCH_EVERY + timedelta(seconds=1)]
+
+
+def _sync_unit(saved: Saved) -> Any:
+    if not isinstance(saved.ledger, Ledger):
+        pytest.skip("the sync repository in a sync unit of work")
+    return saved.ledger.unit_of_work()
+
+
+async def test_a_threads_session_created_by_another_writer_after_the_look_up_is_the_one_used(
+    saved: Saved,
+) -> None:
+    # Two first writers of one thread both find no session; the second one's INSERT
+    # finds the first one's key stored and looks the key up again.
+    unit = _sync_unit(saved)
+    theirs, _ = saved.ledger.sessions.get_or_create_by_key("raced", app_name="langgraph")
+    looked_up: list[str | None] = []
+
+    def find() -> str | None:
+        looked_up.append(theirs.id)
+        return theirs.id
+
+    with unit as uow:
+        found = keyed_session_id(
+            uow._work, "raced", app_name="langgraph", user_id=None, id="mine", find=find
+        )
+    assert found == theirs.id
+    assert saved.ledger.sessions.get_or_none("mine") is None
+    # On MariaDB/MySQL the creation goes through get_or_create_by_key, its own look-up.
+    on_mysql = saved.ledger.engine.dialect.name in ("mysql", "mariadb")
+    assert looked_up == ([] if on_mysql else [theirs.id])
+
+
+async def test_a_threads_new_session_whose_id_is_taken_is_a_conflict_and_stores_nothing(
+    saved: Saved,
+) -> None:
+    unit = _sync_unit(saved)
+    saved.ledger.sessions.create(id="taken")
+    with pytest.raises(ConflictError) as raised, unit as uow:
+        keyed_session_id(
+            uow._work, "new", app_name="langgraph", user_id=None, id="taken", find=lambda: None
+        )
+    assert raised.value.reason == "exists"
+    assert saved.ledger.sessions.get_by_key_or_none("new", app_name="langgraph") is None
+    assert saved.ledger.sessions.get("taken").external_key is None

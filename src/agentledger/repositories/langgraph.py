@@ -70,7 +70,7 @@ from ..models.langgraph import (
 from ..models.session import MAX_EXTERNAL_KEY_LENGTH
 from ._base import Repository, Scope, operation
 from ._session_row import SESSIONS
-from .sessions import SessionRepository, external_key_hash
+from .sessions import external_key_hash, keyed_session_id
 
 CHECKPOINTS = cast(Table, AgentLangGraphCheckpoint.__table__)
 BLOBS = cast(Table, AgentLangGraphBlob.__table__)
@@ -591,17 +591,21 @@ class LangGraphRepository(Repository):
         see an active thread as active)."""
         now = self._work.settings.now()
         digest, key = self._key(thread_id)
-        found = touch_session_by_key(self._connection(), digest, key, now, TOUCH_EVERY)
+
+        def find() -> str | None:
+            return touch_session_by_key(self._connection(), digest, key, now, TOUCH_EVERY)
+
+        found = find()
         if found is not None:
             return found
-        sessions = SessionRepository(self._work)
-        record, _ = sessions.get_or_create_by_key(
-            thread_id,
+        return keyed_session_id(
+            self._work,
+            key,
             app_name=self.app_name,
             user_id=self.user_id,
             id=new_session_id("langgraph", now),
+            find=find,
         )
-        return record.id
 
     def _store(
         self,

@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from sqlalchemy import BindParameter, Integer, Select, bindparam, delete, or_, select, update
+from sqlalchemy import inspect as sa_inspect
 
 from .._checks import (
     after_keyset,
@@ -30,7 +31,7 @@ from .._checks import (
     scope_value,
 )
 from .._concurrency import Runner, in_greenlet
-from .._dialects import creators_take_turns
+from .._dialects import creators_take_turns, insert_session_if_absent
 from .._json import check_json, check_object
 from .._translate import duplicate_as
 from ..clock import utc
@@ -46,7 +47,7 @@ from ..records import (
     SessionSelection,
     SessionSummary,
 )
-from ._base import Repository, operation
+from ._base import Repository, Work, operation
 from ._session_row import (
     RECORD_COLUMNS,
     SESSIONS,
@@ -642,6 +643,52 @@ def _decode_position(cursor: object, filters: tuple[str | None, ...]) -> tuple[d
             "invalid cursor: pass back the next_cursor of the same listing, unchanged",
             path="cursor",
         ) from None
+
+
+def keyed_session_id(
+    work: Work,
+    key: str,
+    *,
+    app_name: str | None,
+    user_id: str | None,
+    id: str,
+    find: Callable[[], str | None],
+) -> str:
+    """The id of the session with external key ``key`` in scope (app_name, user_id), a
+    new one (``id``) created when there is none, in ``work``'s transaction: the
+    ``get_or_create_by_key`` of a writer that needs only the id and has just found no
+    session with ``find`` (a LangGraph thread's first write). The new session is one
+    INSERT that skips a stored key (``_dialects.insert_session_if_absent``), which runs
+    on driver SQL too; where it skipped, ``find`` again gives the concurrent creator's
+    session. Where a dialect cannot tell (MariaDB/MySQL), ``get_or_create_by_key``.
+
+    Raises:
+        ConflictError: reason ``exists`` when ``id`` is taken by another session.
+    """
+    sessions = SessionRepository(work)
+    now = work.settings.now()
+    row = sessions._new_row(id, now, app_name=app_name, user_id=user_id, external_key=key)
+    inserted = insert_session_if_absent(work.connection(), _column_values(row))
+    if inserted is None:
+        record, _ = sessions.get_or_create_by_key(key, app_name=app_name, user_id=user_id, id=id)
+        return record.id
+    if inserted:
+        return row.id
+    found = find()
+    if found is None:
+        raise _exists(row.id, row.external_key)
+    return found
+
+
+def _column_values(row: AgentSession) -> dict[str, Any]:
+    """A new session's column values for a Core INSERT, its revision 1 as the ORM's
+    version counter would start it."""
+    values = {attr.columns[0].key: getattr(row, attr.key) for attr in _SESSION_COLUMNS}
+    values["revision"] = 1
+    return values
+
+
+_SESSION_COLUMNS = sa_inspect(AgentSession).column_attrs
 
 
 def _exists(id: str, key: str | None = None) -> ConflictError:
