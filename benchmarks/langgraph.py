@@ -6,8 +6,9 @@ Each saver builds a thread the way a graph does: per step one checkpoint whose
 ``messages`` channel grows by one message, whose ``step`` channel changes, and whose
 ``system`` channel (a 2 KB prompt) never changes after the first. On threads of 10 and
 1,000 checkpoints it then times ``put``, ``put_writes``, ``get_tuple`` of the latest and
-of an old checkpoint and ``list(limit=10)``, interleaved (each round calls every saver
-once, in a shuffled order), and reads how many bytes each saver's tables take.
+of an old checkpoint, ``list(limit=10)`` and the first ``put`` of a new thread,
+interleaved (each round calls every saver once, in a shuffled order), and reads how
+many bytes each saver's tables take.
 
     python -m benchmarks.langgraph [--rounds 30] [--steps 10,1000] [--postgres-url URL]
         [--out benchmarks/results/langgraph.json]
@@ -41,7 +42,7 @@ from sqlalchemy.pool import NullPool
 from agentledger import Ledger
 from agentledger.integrations.langgraph import LedgerSaver
 
-OPERATIONS = ("put", "put_writes", "get_tuple_latest", "get_tuple_old", "list_10")
+OPERATIONS = ("put", "put_writes", "get_tuple_latest", "get_tuple_old", "list_10", "put_new_thread")
 SYSTEM_PROMPT = "You are a careful assistant. " * 70  # about 2 KB, never changes
 MESSAGE = "user: please look up the opening hours of the museum, thanks {n:05d}"
 
@@ -115,6 +116,10 @@ class Thread:
     def list_10(self) -> None:
         found = list(self.saver.list({"configurable": {"thread_id": self.thread_id}}, limit=10))
         assert len(found) == min(10, self.steps)
+
+    def put_new_thread(self) -> None:
+        """The first put of a thread of its own (agentledger creates its session)."""
+        Thread(self.name, self.saver, self.size).put()
 
 
 PUT_SAMPLES = 5
@@ -234,6 +239,7 @@ def run(steps: list[int], rounds: int, postgres_url: str | None, seed: int) -> l
                         "get_tuple_latest": thread.get_latest,
                         "get_tuple_old": thread.get_old,
                         "list_10": thread.list_10,
+                        "put_new_thread": thread.put_new_thread,
                     }[op]
                     timings.setdefault((id(thread), op), []).append(_timed(call))
             for database, name, thread in threads:
@@ -256,8 +262,8 @@ def markdown(results: list[dict[str, Any]]) -> str:
     built-in saver of the same database (below 1: agentledger is faster or smaller)."""
     lines = [
         "| database | checkpoints | saver | put | put_writes | get_tuple latest | "
-        "get_tuple old | list(limit=10) | bytes per step |",
-        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "get_tuple old | list(limit=10) | put, new thread | bytes per step |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     keys = (*OPERATIONS, "bytes_per_step")
     for row in results:
