@@ -37,7 +37,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import URL
 from sqlalchemy.orm import Session
 
-from .engine import brief_transaction, sqlite_migration_connection
+from .engine import ALONE_OPTION, brief_transaction, sqlite_migration_connection
 from .errors import DatabaseLockedError, SchemaError
 from .models import AgentCheckpoint, AgentGrant, AgentSession
 
@@ -744,22 +744,29 @@ def insert_session_if_absent(connection: Any, values: dict[str, Any]) -> bool | 
     statement = _SESSION_IF_ABSENT.get(dialect)
     if statement is None:
         insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
-        row = {
-            name: bindparam(f"s_{name}", type_=column.type) for name, column in _SESSIONS.c.items()
-        }
         statement = _SESSION_IF_ABSENT[dialect] = (
             insert(_SESSIONS)
-            .values(row)
+            .values(_session_binds())
             .on_conflict_do_nothing()
             # SQLAlchemy reports an INSERT's rowcount only when asked to keep it.
             .execution_options(preserve_rowcount=True)
         )
-    params = {f"s_{column.key}": values[column.key] for column in _SESSIONS.c}
-    return bool(connection.execute(statement, params).rowcount == 1)
+    return bool(connection.execute(statement, _session_params(values)).rowcount == 1)
+
+
+def _session_binds() -> dict[str, Any]:
+    """A session row's columns as bind parameters (``s_`` and the column's key)."""
+    return {name: bindparam(f"s_{name}", type_=column.type) for name, column in _SESSIONS.c.items()}
+
+
+def _session_params(values: dict[str, Any]) -> dict[str, Any]:
+    """The parameters of ``_session_binds`` for a row's column values."""
+    return {f"s_{column.key}": values[column.key] for column in _SESSIONS.c}
 
 
 _BY_SESSION_KEY: dict[tuple[Any, ...], Any] = {}
-"""The statements of ``insert_for_session_key`` by shape, built on first use."""
+"""The statements of ``insert_for_session_key`` and ``insert_for_new_session`` by
+shape, built on first use."""
 
 
 def insert_for_session_key(
@@ -784,49 +791,95 @@ def insert_for_session_key(
     """
     if connection.dialect.name != "postgresql":
         return None
+    now, every = touch
+    params: dict[str, Any] = {"hash": key[0], "key": key[1], "now": now, "stale": now - every}
+    return _store_for_session(connection, False, params, missing, upserted)
+
+
+def insert_for_new_session(
+    connection: Any,
+    session: dict[str, Any],
+    missing: tuple[Table, Sequence[dict[str, Any]], tuple[str, ...]],
+    upserted: tuple[Table, Sequence[dict[str, Any]], tuple[str, ...], Sequence[str]],
+) -> bool | None:
+    """On PostgreSQL: a new session row (``session``: every column) and
+    ``insert_missing`` of ``missing`` and ``upsert_rows`` of ``upserted`` for it, in one
+    statement; whether the session was created (False: a stored session has its id or
+    its external key, and nothing was written). None on other dialects.
+
+    A thread's first write, after ``insert_for_session_key`` found no session: one more
+    round trip, in the driver's autocommit (``engine.ALONE_OPTION``), where creating
+    the session in a transaction took four (BEGIN, its INSERT, the store, COMMIT). The
+    stored rows are selected from the session INSERT's RETURNING; their foreign keys
+    are checked at the statement's end, when the session row is there.
+    """
+    if connection.dialect.name != "postgresql":
+        return None
+    return _store_for_session(connection, True, _session_params(session), missing, upserted)
+
+
+def _store_for_session(
+    connection: Any,
+    new: bool,
+    params: dict[str, Any],
+    missing: tuple[Table, Sequence[dict[str, Any]], tuple[str, ...]],
+    upserted: tuple[Table, Sequence[dict[str, Any]], tuple[str, ...], Sequence[str]],
+) -> bool:
+    """``insert_for_session_key`` (``new`` False) or ``insert_for_new_session``, their
+    statement built once per shape; whether the session was found or created."""
     table, rows, keys = missing
     target, targets, target_keys, refreshed = upserted
     names = tuple(rows[0]) if rows else ()
     target_names = tuple(targets[0]) if targets else ()
-    shape = (table.name, len(rows), names, target.name, len(targets), target_names)
+    shape = (new, table.name, len(rows), names, target.name, len(targets), target_names)
     statement = _BY_SESSION_KEY.get(shape)
     if statement is None:
-        statement = _BY_SESSION_KEY[shape] = _insert_for_session_key(
+        statement = _BY_SESSION_KEY[shape] = _insert_for_session(
+            new,
             (table, len(rows), names, keys),
             (target, len(targets), target_names, target_keys),
             tuple(refreshed),
         )
-    now, every = touch
-    params: dict[str, Any] = {"hash": key[0], "key": key[1], "now": now, "stale": now - every}
     params.update(_row_params(rows, names, "m"))
     params.update(_row_params(targets, target_names, "u"))
     return connection.execute(statement, params).first() is not None
 
 
-def _insert_for_session_key(
+def _insert_for_session(
+    new: bool,
     missing: tuple[Table, int, tuple[str, ...], tuple[str, ...]],
     upserted: tuple[Table, int, tuple[str, ...], tuple[str, ...]],
     refreshed: tuple[str, ...],
 ) -> Any:
-    thread = (
-        select(_SESSIONS.c.id)
-        .where(
-            _SESSIONS.c.external_key_hash == bindparam("hash"),
-            _SESSIONS.c.external_key == bindparam("key"),
+    if new:
+        thread = (
+            postgresql_insert(_SESSIONS)
+            .values(_session_binds())
+            .on_conflict_do_nothing()
+            .returning(_SESSIONS.c.id)
+            .cte("thread")
         )
-        .with_for_update(read=True, key_share=True)
-        .cte("thread")
-    )
-    touched = (
-        update(_SESSIONS)
-        .where(
-            _SESSIONS.c.id == select(thread.c.id).scalar_subquery(),
-            _SESSIONS.c.updated_at < bindparam("stale", type_=_SESSIONS.c.updated_at.type),
+        statement = select(thread.c.id).execution_options(**{ALONE_OPTION: True})
+    else:
+        thread = (
+            select(_SESSIONS.c.id)
+            .where(
+                _SESSIONS.c.external_key_hash == bindparam("hash"),
+                _SESSIONS.c.external_key == bindparam("key"),
+            )
+            .with_for_update(read=True, key_share=True)
+            .cte("thread")
         )
-        .values(updated_at=bindparam("now", type_=_SESSIONS.c.updated_at.type))
-        .cte("touched")
-    )
-    statement = select(thread.c.id).add_cte(touched)
+        touched = (
+            update(_SESSIONS)
+            .where(
+                _SESSIONS.c.id == select(thread.c.id).scalar_subquery(),
+                _SESSIONS.c.updated_at < bindparam("stale", type_=_SESSIONS.c.updated_at.type),
+            )
+            .values(updated_at=bindparam("now", type_=_SESSIONS.c.updated_at.type))
+            .cte("touched")
+        )
+        statement = select(thread.c.id).add_cte(touched)
     for (table, count, names, keys), prefix, replaced in (
         (missing, "m", None),
         (upserted, "u", refreshed),

@@ -34,6 +34,7 @@ from sqlalchemy.engine import URL, Dialect
 
 from ._translate import translated_commit
 from .engine import (
+    ALONE_OPTION,
     driver_autocommit,
     driver_begin_after_first,
     driver_begin_sql,
@@ -69,6 +70,7 @@ class _Prepared:
         if "__[POSTCOMPILE_" in compiled.string:
             raise NotPrebuilt("an expanding parameter")
         self.statement = statement  # kept alive: the cache is keyed by its id
+        self.alone = bool(statement.get_execution_options().get(ALONE_OPTION, False))
         self.sql: str = compiled.string
         self.positional: bool = bool(compiled.positional)
         self.order: list[str] = list(compiled.positiontup or [])
@@ -184,24 +186,26 @@ class DriverConnection:
         executemany, which returns no rows); its rows, read at once.
 
         A second statement of a block in the driver's autocommit begins a transaction
-        for the rest of it where the dialect can (``engine.driver_begin_after_first``).
+        for the rest of it where the dialect can (``engine.driver_begin_after_first``),
+        unless it is atomic by itself (``engine.ALONE_OPTION``): it then runs in
+        autocommit too.
 
         Raises:
             NeedsTransaction: a second statement in the driver's autocommit where it
                 cannot (the first must have written nothing: see ``transaction``).
         """
-        if self._one_statement and self._sent:
-            if not driver_begin_after_first(self._dbapi, self.dialect):
-                raise NeedsTransaction("a second statement needs a transaction")
-            self._one_statement = self._commits = False
-        self._sent += 1
-        self.commit_sent = self._commits  # in autocommit, a write is its own COMMIT
         key = (*self._key, id(statement))
         prepared = _PREPARED.get(key)
         if prepared is None or prepared.statement is not statement:
             if len(_PREPARED) >= _MOST_PREPARED:
                 _PREPARED.clear()
             prepared = _PREPARED[key] = _Prepared(statement, self.dialect)
+        if self._one_statement and self._sent and not prepared.alone:
+            if not driver_begin_after_first(self._dbapi, self.dialect):
+                raise NeedsTransaction("a second statement needs a transaction")
+            self._one_statement = self._commits = False
+        self._sent += 1
+        self.commit_sent = self._commits  # in autocommit, a write is its own COMMIT
         bound: Any
         many = isinstance(parameters, list)
         if many:
@@ -255,10 +259,11 @@ def transaction(
     ``autocommit`` (``engine.driver_one_statement``: PostgreSQL at READ COMMITTED,
     SQLite's reads): the block's first statement runs in the driver's autocommit,
     atomic by itself and one snapshot, with no BEGIN and COMMIT round trips; the driver
-    is switched back after. A second statement begins a transaction for the rest of
-    the block (PostgreSQL), or gets ``NeedsTransaction`` and the call runs through
-    SQLAlchemy instead (SQLite). Either way the first statement must write nothing when
-    another follows (``_dialects.insert_for_session_key`` writes only when it finds the
+    is switched back after. A second statement atomic by itself
+    (``engine.ALONE_OPTION``) runs in autocommit too; another begins a transaction for
+    the rest of the block (PostgreSQL), or gets ``NeedsTransaction`` and the call runs
+    through SQLAlchemy instead (SQLite). Either way the statements before it must have
+    written nothing (``_dialects.insert_for_session_key`` writes only when it finds the
     session; when it finds none, the call goes on to create it).
 
     The connection's ``commit_sent`` says whether a write's COMMIT went out (its

@@ -48,6 +48,10 @@ WRITE_OPTION = "agentledger_write"
 ONE_STATEMENT_OPTION = "agentledger_one_statement"
 """Connection execution option: this read-only transaction is one statement (SQLite: no
 BEGIN; in autocommit mode one statement is one read transaction, one snapshot)."""
+ALONE_OPTION = "agentledger_alone"
+"""Statement execution option: this statement is atomic by itself, and comes after
+statements that wrote nothing, so on driver SQL in the driver's autocommit it runs as its
+own transaction even as a call's second statement (``_driver.DriverConnection``)."""
 SQLITE_BUSY_TIMEOUT_MS = 15_000
 DEFAULT_LOCK_TIMEOUT_S = SQLITE_BUSY_TIMEOUT_MS / 1000
 """How long a ledger's statements wait for a lock by default, on every dialect."""

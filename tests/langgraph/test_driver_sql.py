@@ -20,7 +20,9 @@ from sqlalchemy.orm import Session
 from sqlalchemy.pool import NullPool
 
 from agentledger import DatabaseLockedError, Ledger
+from agentledger import _driver as driver_module
 from agentledger._driver import DriverConnection, NeedsTransaction, NotPrebuilt, transaction
+from agentledger.engine import driver_begin_after_first
 from agentledger.integrations.langgraph import LedgerSaver
 from agentledger.models import AgentLangGraphBlob, AgentLangGraphCheckpoint, AgentSession
 
@@ -341,3 +343,25 @@ def test_a_one_statement_sqlite_read_on_driver_sql_sends_no_begin(tmp_path: Path
             pooled.close()
         assert found is not None and found.checkpoint["id"] == checkpoint["id"]
         assert [sql.split()[0].upper() for sql in sent] == ["WITH"]
+
+
+@pytest.mark.postgresql
+def test_a_new_threads_first_put_on_postgresql_stays_in_autocommit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its write by key finds no session and writes nothing; the statement that creates
+    # the session and stores is atomic by itself, so no transaction is begun for it.
+    with _postgres_thread(tmp_path) as (_, ledger, saver, _, _):
+        begun: list[object] = []
+
+        def begin_after_first(dbapi_connection: Any, dialect: Any) -> bool:
+            begun.append(dbapi_connection)
+            return driver_begin_after_first(dbapi_connection, dialect)
+
+        monkeypatch.setattr(driver_module, "driver_begin_after_first", begin_after_first)
+        checkpoint = generate_checkpoint(channel_values={"v": 1}, channel_versions={"v": "1"})
+        saver.put(generate_config("new"), checkpoint, {"step": 0}, {"v": "1"})
+        assert begun == []
+        found = saver.get_tuple(generate_config("new"))
+        assert found is not None and found.checkpoint["id"] == checkpoint["id"]
+        assert ledger.sessions.get_by_key("new", app_name="langgraph").revision == 1

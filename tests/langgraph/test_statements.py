@@ -118,16 +118,23 @@ async def test_every_write_after_a_threads_first_is_served_by_sqlalchemys_compil
     assert {hit for _, hit in found} == {CacheStats.CACHE_HIT}
 
 
-async def test_a_threads_first_write_on_postgresql_is_the_one_statement_write(
+async def test_a_threads_first_put_on_postgresql_creates_its_session_in_the_storing_statement(
     saved: Saved,
 ) -> None:
-    # Once the first put has created the thread's session, it stores its rows as every
-    # later write does: the session found by its key, the rows in CTEs of one statement.
+    # The write by the session's key finds none and writes nothing; one more statement
+    # inserts the session and stores the rows from its RETURNING. Later writes are the
+    # write by key alone.
     if saved.ledger.engine.dialect.name != "postgresql":
         pytest.skip("PostgreSQL's write by the session's key")
     with _sent(saved) as statements:
-        config = await _thread(saved, "first", 1)
-        await saved.saver.aput_writes(config, [("v", 1)], "task-again")
-    plain = starting(work(statements), "INSERT INTO AGENTLEDGER_LANGGRAPH")
-    by_key = [sql for sql, _ in statements if "agentledger_langgraph" in sql and "thread AS" in sql]
-    assert plain == [] and len(by_key) >= 3
+        await _thread(saved, "first", 1)
+    stores = [sql for sql, _ in work(statements) if "agentledger_langgraph" in sql]
+    assert len(stores) == 3  # the first put's two, the put_writes after it
+    assert all(sql.startswith("WITH thread AS") for sql in stores)
+    assert "INSERT INTO agentledger_sessions" not in stores[0]
+    assert "INSERT INTO agentledger_sessions" in stores[1]
+    assert "INSERT INTO agentledger_sessions" not in stores[2]
+    plain = starting(
+        work(statements), "INSERT INTO AGENTLEDGER_SESSIONS", "INSERT INTO AGENTLEDGER_LANGGRAPH"
+    )
+    assert plain == []

@@ -20,6 +20,7 @@ from agentledger import ConflictError, Ledger
 from agentledger.integrations import framework_of
 from agentledger.integrations.langgraph import LedgerSaver
 from agentledger.models import AgentLangGraphBlob, AgentLangGraphCheckpoint, AgentLangGraphWrite
+from agentledger.repositories import langgraph as langgraph_repository
 from agentledger.repositories.langgraph import TOUCH_EVERY
 from agentledger.repositories.sessions import keyed_session_id
 
@@ -200,3 +201,49 @@ async def test_a_threads_new_session_whose_id_is_taken_is_a_conflict_and_stores_
     assert raised.value.reason == "exists"
     assert saved.ledger.sessions.get_by_key_or_none("new", app_name="langgraph") is None
     assert saved.ledger.sessions.get("taken").external_key is None
+
+
+def _first_put(saved: Saved, thread_id: str) -> Any:
+    checkpoint = generate_checkpoint(channel_values={"v": 1}, channel_versions={"v": 1})
+    return saved.saver.aput(generate_config(thread_id), checkpoint, {"step": 0}, {"v": 1})
+
+
+async def test_a_first_put_whose_thread_another_writer_created_meanwhile_stores_in_theirs(
+    saved: Saved, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # PostgreSQL: the write by key found no session, then another writer created it
+    # before the statement that creates the session and stores: that one stores
+    # nothing, and the write by key runs again, into theirs.
+    if saved.ledger.engine.dialect.name != "postgresql" or not isinstance(saved.ledger, Ledger):
+        pytest.skip("PostgreSQL's write into a new session, raced from a sync ledger")
+    theirs: list[str] = []
+    outcomes: list[bool | None] = []
+    original = langgraph_repository.insert_for_new_session
+
+    def raced(connection: Any, *args: Any) -> bool | None:
+        with Ledger(saved.reopen_url()) as other:
+            session, _ = other.sessions.get_or_create_by_key("raced", app_name="langgraph")
+        theirs.append(session.id)
+        created = original(connection, *args)
+        outcomes.append(created)
+        return created
+
+    monkeypatch.setattr(langgraph_repository, "insert_for_new_session", raced)
+    stored = await _first_put(saved, "raced")
+    sessions = saved.ledger.sessions.list(app_name="langgraph").items
+    assert [session.id for session in sessions] == theirs and outcomes == [False]
+    found = await saved.saver.aget_tuple(generate_config("raced"))
+    assert found is not None
+    assert found.checkpoint["id"] == stored["configurable"]["checkpoint_id"]
+
+
+async def test_a_first_put_whose_new_session_id_is_taken_is_a_conflict_and_stores_nothing(
+    saved: Saved, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await _call(saved.ledger.sessions.create(id="taken"))
+    monkeypatch.setattr(langgraph_repository, "new_session_id", lambda *args: "taken")
+    with pytest.raises(ConflictError) as raised:
+        await _first_put(saved, "new")
+    assert raised.value.reason == "exists"
+    assert await saved.saver.aget_tuple(generate_config("new")) is None
+    assert (await _call(saved.ledger.sessions.get("taken"))).external_key is None

@@ -45,6 +45,7 @@ from sqlalchemy import cast as sql_cast
 from .._checks import bounded_int, checked_text
 from .._concurrency import Runner, async_iterate, in_greenlet
 from .._dialects import (
+    insert_for_new_session,
     insert_for_session_key,
     insert_missing,
     json_key_equals,
@@ -70,7 +71,12 @@ from ..models.langgraph import (
 from ..models.session import MAX_EXTERNAL_KEY_LENGTH
 from ._base import Repository, Scope, operation
 from ._session_row import SESSIONS
-from .sessions import external_key_hash, keyed_session_id
+from .sessions import external_key_hash, keyed_session_id, new_keyed_session
+
+_Missing = tuple[Table, list[dict[str, Any]], tuple[str, ...]]
+"""Rows to insert where absent: (table, rows without a ``session_id``, their key)."""
+_Upserted = tuple[Table, list[dict[str, Any]], tuple[str, ...], list[str]]
+"""Rows to upsert: (table, rows without a ``session_id``, their key, refreshed columns)."""
 
 CHECKPOINTS = cast(Table, AgentLangGraphCheckpoint.__table__)
 BLOBS = cast(Table, AgentLangGraphBlob.__table__)
@@ -607,18 +613,38 @@ class LangGraphRepository(Repository):
             find=find,
         )
 
+    def _store_in_new_session(
+        self,
+        thread_id: str,
+        missing: _Missing,
+        upserted: _Upserted,
+    ) -> bool:
+        """Create the thread's session and store the rows in it, one statement
+        (``_dialects.insert_for_new_session``); False, having written nothing, when a
+        session has its key by now (a concurrent first write) or its new id."""
+        values = new_keyed_session(
+            self._work,
+            self._key(thread_id)[1],
+            app_name=self.app_name,
+            user_id=self.user_id,
+            id=new_session_id("langgraph", self._work.settings.now()),
+        )
+        created = insert_for_new_session(self._connection(), values, missing, upserted)
+        return bool(created)
+
     def _store(
         self,
         thread_id: str,
-        missing: tuple[Table, builtins.list[dict[str, Any]], tuple[str, ...]],
-        upserted: tuple[Table, builtins.list[dict[str, Any]], tuple[str, ...], builtins.list[str]],
+        missing: _Missing,
+        upserted: _Upserted,
     ) -> None:
         """``insert_missing`` of ``missing`` (table, rows, keys) and ``upsert_rows`` of
         ``upserted`` (table, rows, keys, refreshed columns), their rows without a
         ``session_id``, for the thread's session, created if need be. On PostgreSQL one
         statement finds the session by its key and stores them
         (``_dialects.insert_for_session_key``); when it finds none it writes nothing, and
-        runs again once the session is created."""
+        one more creates the session and stores them (``insert_for_new_session``), or,
+        where a concurrent writer created it, the first runs again."""
 
         def stored_by_key() -> bool | None:
             touch = (self._work.settings.now(), TOUCH_EVERY)
@@ -627,6 +653,8 @@ class LangGraphRepository(Repository):
 
         stored = stored_by_key()  # None: the dialect stores by key in no statement
         if stored:
+            return
+        if stored is False and self._store_in_new_session(thread_id, missing, upserted):
             return
         session_id = self._thread_session(thread_id)
         if stored is not None and stored_by_key():

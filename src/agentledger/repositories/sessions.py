@@ -665,24 +665,29 @@ def keyed_session_id(
     Raises:
         ConflictError: reason ``exists`` when ``id`` is taken by another session.
     """
-    sessions = SessionRepository(work)
-    now = work.settings.now()
-    row = sessions._new_row(id, now, app_name=app_name, user_id=user_id, external_key=key)
-    inserted = insert_session_if_absent(work.connection(), _column_values(row))
+    values = new_keyed_session(work, key, app_name=app_name, user_id=user_id, id=id)
+    inserted = insert_session_if_absent(work.connection(), values)
     if inserted is None:
+        sessions = SessionRepository(work)
         record, _ = sessions.get_or_create_by_key(key, app_name=app_name, user_id=user_id, id=id)
         return record.id
     if inserted:
-        return row.id
+        return str(values["id"])
     found = find()
     if found is None:
-        raise _exists(row.id, row.external_key)
+        raise _exists(values["id"], values["external_key"])
     return found
 
 
-def _column_values(row: AgentSession) -> dict[str, Any]:
-    """A new session's column values for a Core INSERT, its revision 1 as the ORM's
-    version counter would start it."""
+def new_keyed_session(
+    work: Work, key: str, *, app_name: str | None, user_id: str | None, id: str
+) -> dict[str, Any]:
+    """The column values of a new session with external key ``key`` in scope
+    (app_name, user_id), checked as ``SessionRepository.create`` checks them, for a
+    Core INSERT: its revision 1, as the ORM's version counter would start it."""
+    now = work.settings.now()
+    sessions = SessionRepository(work)
+    row = sessions._new_row(id, now, app_name=app_name, user_id=user_id, external_key=key)
     values = {attr.columns[0].key: getattr(row, attr.key) for attr in _SESSION_COLUMNS}
     values["revision"] = 1
     return values
