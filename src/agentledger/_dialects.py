@@ -845,41 +845,52 @@ def _store_for_session(
     return connection.execute(statement, params).first() is not None
 
 
+def _thread_by_key() -> tuple[Any, Any]:
+    """The stored session found by its key (``FOR KEY SHARE``), its ``updated_at``
+    moved when stale: the ``thread`` CTE and the statement selecting its id."""
+    thread = (
+        select(_SESSIONS.c.id)
+        .where(
+            _SESSIONS.c.external_key_hash == bindparam("hash"),
+            _SESSIONS.c.external_key == bindparam("key"),
+        )
+        .with_for_update(read=True, key_share=True)
+        .cte("thread")
+    )
+    touched = (
+        update(_SESSIONS)
+        .where(
+            _SESSIONS.c.id == select(thread.c.id).scalar_subquery(),
+            _SESSIONS.c.updated_at < bindparam("stale", type_=_SESSIONS.c.updated_at.type),
+        )
+        .values(updated_at=bindparam("now", type_=_SESSIONS.c.updated_at.type))
+        .cte("touched")
+    )
+    return thread, select(thread.c.id).add_cte(touched)
+
+
+def _new_thread() -> tuple[Any, Any]:
+    """A new session inserted unless a stored one has its id or key: the ``thread``
+    CTE (its RETURNING) and the statement selecting its id, atomic by itself."""
+    thread = (
+        postgresql_insert(_SESSIONS)
+        .values(_session_binds())
+        .on_conflict_do_nothing()
+        .returning(_SESSIONS.c.id)
+        .cte("thread")
+    )
+    return thread, select(thread.c.id).execution_options(**{ALONE_OPTION: True})
+
+
 def _insert_for_session(
     new: bool,
     missing: tuple[Table, int, tuple[str, ...], tuple[str, ...]],
     upserted: tuple[Table, int, tuple[str, ...], tuple[str, ...]],
     refreshed: tuple[str, ...],
 ) -> Any:
-    if new:
-        thread = (
-            postgresql_insert(_SESSIONS)
-            .values(_session_binds())
-            .on_conflict_do_nothing()
-            .returning(_SESSIONS.c.id)
-            .cte("thread")
-        )
-        statement = select(thread.c.id).execution_options(**{ALONE_OPTION: True})
-    else:
-        thread = (
-            select(_SESSIONS.c.id)
-            .where(
-                _SESSIONS.c.external_key_hash == bindparam("hash"),
-                _SESSIONS.c.external_key == bindparam("key"),
-            )
-            .with_for_update(read=True, key_share=True)
-            .cte("thread")
-        )
-        touched = (
-            update(_SESSIONS)
-            .where(
-                _SESSIONS.c.id == select(thread.c.id).scalar_subquery(),
-                _SESSIONS.c.updated_at < bindparam("stale", type_=_SESSIONS.c.updated_at.type),
-            )
-            .values(updated_at=bindparam("now", type_=_SESSIONS.c.updated_at.type))
-            .cte("touched")
-        )
-        statement = select(thread.c.id).add_cte(touched)
+    """The statement of ``_store_for_session``: the rows' INSERTs as CTEs selecting the
+    session's id from ``thread``, found by its key or new."""
+    thread, statement = _new_thread() if new else _thread_by_key()
     for (table, count, names, keys), prefix, replaced in (
         (missing, "m", None),
         (upserted, "u", refreshed),
