@@ -112,7 +112,7 @@ class _Prepared:
         """The fetched tuples as rows with the statement's column names, read back."""
         make = self.row._make
         if not self.readers:
-            return [make(row) for row in fetched]
+            return list(map(make, fetched))
         result = []
         for row in fetched:
             values = list(row)

@@ -157,8 +157,8 @@ class _Codec(BaseCheckpointSaver[str]):
             metadata=stored.metadata,  # type: ignore[arg-type]
             parent_config={"configurable": {**place, "checkpoint_id": parent}} if parent else None,
             pending_writes=[
-                (write.task_id, write.channel, loads(write.value))
-                for write in stored.pending_writes
+                (task_id, channel, loads(value))
+                for task_id, channel, value, _, _ in stored.pending_writes
             ],
         )
 
