@@ -1105,8 +1105,9 @@ class LangGraphRepository(Repository):
                 for row in self._connection().execute(every)
             ]
         for key, row in stored:
-            value = _unpacked(row.type, row.blob, WRITES, (*key, row.task_id, row.idx))
-            write = StoredWrite(row.task_id, row.channel, value, row.task_path, row.idx)
+            write = _stored_write(
+                key, row.task_id, row.channel, row.type, row.blob, row.task_path, row.idx
+            )
             found.setdefault(key, []).append(write)
         for writes in found.values():
             _in_langgraph_order(writes)
@@ -1370,9 +1371,15 @@ def _parts_of_many(
         kind = part[_AT_PART]
         if kind == _WRITE_PART:
             at = one or (part[_AT_SESSION], part[_AT_NS], part[_AT_CHECKPOINT])
-            task_id, idx = part[_AT_TASK], part[_AT_IDX]
-            value = _unpacked(part[_AT_TYPE], part[_AT_BLOB], WRITES, (*at, task_id, idx))
-            write = StoredWrite(task_id, part[_AT_CHANNEL], value, part[_AT_TASK_PATH], idx)
+            write = _stored_write(
+                at,
+                part[_AT_TASK],
+                part[_AT_CHANNEL],
+                part[_AT_TYPE],
+                part[_AT_BLOB],
+                part[_AT_TASK_PATH],
+                part[_AT_IDX],
+            )
             found = writes.get(at)
             if found is None:
                 writes[at] = [write]
@@ -1394,6 +1401,21 @@ def _shown(session_id: str, row: Any) -> bytes | None:
     key = (session_id, row.checkpoint_ns, row.checkpoint_id, row.task_id, row.idx)
     _, data = _unpacked(row.type, row.value, WRITES, key)
     return data if len(data) <= SHOWN_VALUE_BYTES else None
+
+
+def _stored_write(
+    checkpoint: tuple[str, str, str],
+    task_id: str,
+    channel: str,
+    kind: str,
+    blob: bytes,
+    task_path: str,
+    idx: int,
+) -> StoredWrite:
+    """A pending write on ``checkpoint`` (session, namespace, id) from its stored
+    columns, its value decompressed if stored so."""
+    value = _unpacked(kind, blob, WRITES, (*checkpoint, task_id, idx))
+    return StoredWrite(task_id, channel, value, task_path, idx)
 
 
 _LANGGRAPH_ORDER = itemgetter(3, 0, 4)
