@@ -1419,7 +1419,9 @@ def _stored_write(
     return StoredWrite(task_id, channel, value, task_path, idx)
 
 
-_LANGGRAPH_ORDER = itemgetter(3, 0, 4)
+_LANGGRAPH_ORDER = itemgetter(
+    *(StoredWrite._fields.index(name) for name in ("task_path", "task_id", "idx"))
+)
 """The order of one checkpoint's pending writes in LangGraph's own savers: a
 ``StoredWrite``'s task path, task id and index (by position: faster than by name)."""
 
