@@ -789,7 +789,7 @@ def insert_for_session_key(
     reads it, so a write racing a delete of the session waits for it and finds none.
     Data-modifying CTEs run whether or not the statement refers to them.
     """
-    if connection.dialect.name != "postgresql":
+    if not stores_for_session(connection.dialect.name):
         return None
     now, every = touch
     params: dict[str, Any] = {"hash": key[0], "key": key[1], "now": now, "stale": now - every}
@@ -813,9 +813,17 @@ def insert_for_new_session(
     stored rows are selected from the session INSERT's RETURNING; their foreign keys
     are checked at the statement's end, when the session row is there.
     """
-    if connection.dialect.name != "postgresql":
+    if not stores_for_session(connection.dialect.name):
         return None
     return _store_for_session(connection, True, _session_params(session), missing, upserted)
+
+
+def stores_for_session(dialect_name: str) -> bool:
+    """Whether ``insert_for_session_key`` and ``insert_for_new_session`` store in one
+    statement on the dialect: PostgreSQL only, whose data-modifying CTEs can find or
+    create the session and store the rows that refer to it together (SQLite and
+    MariaDB/MySQL have no INSERT inside a WITH)."""
+    return dialect_name == "postgresql"
 
 
 def _store_for_session(
@@ -866,7 +874,9 @@ def _thread_by_key() -> tuple[Any, Any]:
         .values(updated_at=bindparam("now", type_=_SESSIONS.c.updated_at.type))
         .cte("touched")
     )
-    return thread, select(thread.c.id).add_cte(touched)
+    # Atomic by itself too: it runs in autocommit after a thread's first write guessed
+    # the thread new and found it stored (``insert_for_new_session`` wrote nothing).
+    return thread, select(thread.c.id).add_cte(touched).execution_options(**{ALONE_OPTION: True})
 
 
 def _new_thread() -> tuple[Any, Any]:

@@ -8,6 +8,7 @@ backend gets a fresh private store per test.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -67,6 +68,11 @@ def make_saver(mode: str, ledger: Any) -> LedgerSaver | AsyncLedgerSaver:
 def make_ledger(mode: str, url: URL) -> Any:
     """A ledger of ``mode`` at ``url``."""
     return AsyncLedger(url) if mode == "async" else Ledger(url)
+
+
+async def settled(value: Any) -> Any:
+    """``value``, awaited when a call of an async ledger gave an awaitable."""
+    return await value if inspect.isawaitable(value) else value
 
 
 async def close(ledger: Any) -> None:

@@ -3,7 +3,6 @@ nothing of it is stored."""
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -17,15 +16,11 @@ from langgraph.checkpoint.conformance.test_utils import (
 from agentledger import AsyncLedger, Ledger, Limits, UsageError, ValidationError
 from agentledger.integrations.langgraph import AsyncLedgerSaver, LedgerSaver
 
-from .conftest import Saved, make_saver
-
-
-async def _call(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
+from .conftest import Saved, make_saver, settled
 
 
 async def _nothing_stored(saved: Saved, thread_id: str) -> None:
-    found = await _call(saved.ledger.sessions.get_by_key_or_none(thread_id, app_name="langgraph"))
+    found = await settled(saved.ledger.sessions.get_by_key_or_none(thread_id, app_name="langgraph"))
     assert found is None
 
 
@@ -67,14 +62,14 @@ async def test_a_metadata_filter_that_is_not_json_is_refused(saved: Saved) -> No
 @pytest.fixture
 async def limited(saved: Saved) -> AsyncIterator[Any]:
     """A saver of the same mode on the same engine whose checkpoints are at most 4 KiB."""
-    await _call(saved.ledger.sessions.exists("warm-up"))  # an in-memory store migrates now
+    await settled(saved.ledger.sessions.exists("warm-up"))  # an in-memory store migrates now
     limits = Limits(max_checkpoint_bytes=4096)
     if saved.mode == "async":
         ledger: Any = AsyncLedger(engine=saved.ledger.engine, limits=limits)
     else:
         ledger = Ledger(engine=saved.ledger.engine, limits=limits)
     yield make_saver(saved.mode, ledger)
-    await _call(ledger.close())
+    await settled(ledger.close())
 
 
 async def test_a_checkpoint_larger_than_the_limit_is_refused(saved: Saved, limited: Any) -> None:

@@ -346,11 +346,15 @@ def test_a_one_statement_sqlite_read_on_driver_sql_sends_no_begin(tmp_path: Path
 
 
 @pytest.mark.postgresql
-def test_a_new_threads_first_put_on_postgresql_stays_in_autocommit(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("thread_id", ["t", "new"], ids=["stored-thread", "new-thread"])
+def test_a_second_store_after_one_that_wrote_nothing_stays_in_autocommit_on_postgresql(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, thread_id: str
 ) -> None:
-    # Its write by key finds no session and writes nothing; the statement that creates
-    # the session and stores is atomic by itself, so no transaction is begun for it.
+    # A root checkpoint without a parent on a stored thread: the statement creating
+    # the session meets its key and writes nothing, then the write by key. Pending
+    # writes on a new thread: the write by key finds no session and writes nothing,
+    # then the statement creating it. Either second statement is atomic by itself, so
+    # no transaction is begun for it.
     with _postgres_thread(tmp_path) as (_, ledger, saver, _, _):
         begun: list[object] = []
 
@@ -359,9 +363,16 @@ def test_a_new_threads_first_put_on_postgresql_stays_in_autocommit(
             return driver_begin_after_first(dbapi_connection, dialect)
 
         monkeypatch.setattr(driver_module, "driver_begin_after_first", begin_after_first)
-        checkpoint = generate_checkpoint(channel_values={"v": 1}, channel_versions={"v": "1"})
-        saver.put(generate_config("new"), checkpoint, {"step": 0}, {"v": "1"})
+        checkpoint = generate_checkpoint(channel_values={"v": 2}, channel_versions={"v": "2"})
+        if thread_id == "t":
+            config = saver.put(generate_config("t"), checkpoint, {"step": 1}, {"v": "2"})
+        else:
+            config = generate_config("new", checkpoint_id=checkpoint["id"])
+            saver.put_writes(config, [("v", 2)], "task")
         assert begun == []
-        found = saver.get_tuple(generate_config("new"))
-        assert found is not None and found.checkpoint["id"] == checkpoint["id"]
-        assert ledger.sessions.get_by_key("new", app_name="langgraph").revision == 1
+        found = saver.get_tuple(generate_config(thread_id))
+        if thread_id == "t":
+            assert found is not None and found.config == config
+        else:
+            assert found is None  # writes only, on no checkpoint
+        assert ledger.sessions.get_by_key(thread_id, app_name="langgraph").revision == 1

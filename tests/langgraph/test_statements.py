@@ -15,7 +15,7 @@ from sqlalchemy.engine.interfaces import CacheStats
 from agentledger.repositories.langgraph import LangGraphRepository
 
 from ..contract._sql import starting, statements_during, work
-from .conftest import Saved, close, make_ledger, make_saver
+from .conftest import Saved, close, make_ledger, make_saver, settled
 
 
 async def _thread(saved: Saved, thread_id: str, length: int) -> dict[str, Any]:
@@ -118,23 +118,84 @@ async def test_every_write_after_a_threads_first_is_served_by_sqlalchemys_compil
     assert {hit for _, hit in found} == {CacheStats.CACHE_HIT}
 
 
-async def test_a_threads_first_put_on_postgresql_creates_its_session_in_the_storing_statement(
-    saved: Saved,
-) -> None:
-    # The write by the session's key finds none and writes nothing; one more statement
-    # inserts the session and stores the rows from its RETURNING. Later writes are the
-    # write by key alone.
+def _stores(statements: list[tuple[str, Any]]) -> list[str]:
+    """The statements that store LangGraph rows (PostgreSQL: each one ``WITH thread``)."""
+    return [sql for sql, _ in work(statements) if "agentledger_langgraph" in sql]
+
+
+def _postgresql_only(saved: Saved) -> None:
     if saved.ledger.engine.dialect.name != "postgresql":
         pytest.skip("PostgreSQL's write by the session's key")
+
+
+async def test_a_threads_first_put_on_postgresql_is_one_statement_creating_its_session(
+    saved: Saved,
+) -> None:
+    # A root checkpoint without a parent opens its thread: the statement that inserts
+    # the session and stores the rows from its RETURNING goes first, alone. Later
+    # writes are the write by key alone.
+    _postgresql_only(saved)
     with _sent(saved) as statements:
         await _thread(saved, "first", 1)
-    stores = [sql for sql, _ in work(statements) if "agentledger_langgraph" in sql]
-    assert len(stores) == 3  # the first put's two, the put_writes after it
+    stores = _stores(statements)
+    assert len(stores) == 2  # the first put's one, the put_writes after it
     assert all(sql.startswith("WITH thread AS") for sql in stores)
-    assert "INSERT INTO agentledger_sessions" not in stores[0]
-    assert "INSERT INTO agentledger_sessions" in stores[1]
-    assert "INSERT INTO agentledger_sessions" not in stores[2]
+    assert "INSERT INTO agentledger_sessions" in stores[0]
+    assert "INSERT INTO agentledger_sessions" not in stores[1]
     plain = starting(
         work(statements), "INSERT INTO AGENTLEDGER_SESSIONS", "INSERT INTO AGENTLEDGER_LANGGRAPH"
     )
     assert plain == []
+
+
+async def test_a_root_put_without_a_parent_on_a_stored_thread_stores_in_it_by_key(
+    saved: Saved,
+) -> None:
+    # The guess that a parentless root checkpoint opens its thread is wrong here: the
+    # session's INSERT meets the stored key and stores nothing; the write by key after
+    # it stores the checkpoint in the thread's own session.
+    _postgresql_only(saved)
+    await _thread(saved, "stored", 1)
+    checkpoint = generate_checkpoint(channel_values={"v": 9}, channel_versions={"v": 9})
+    with _sent(saved) as statements:
+        config = await saved.saver.aput(generate_config("stored"), checkpoint, {}, {"v": 9})
+    stores = _stores(statements)
+    assert len(stores) == 2
+    assert "INSERT INTO agentledger_sessions" in stores[0]
+    assert "INSERT INTO agentledger_sessions" not in stores[1]
+    sessions = await settled(saved.ledger.sessions.list(app_name="langgraph"))
+    assert len(sessions.items) == 1
+    found = await saved.saver.aget_tuple(generate_config("stored"))
+    assert found is not None and found.config == config
+
+
+async def test_a_subgraphs_first_put_on_postgresql_is_the_write_by_key_alone(
+    saved: Saved,
+) -> None:
+    # A checkpoint in a namespace of its own belongs to a thread its root graph
+    # already stored: its first put, without a parent, goes by the session's key.
+    _postgresql_only(saved)
+    await _thread(saved, "parent", 1)
+    checkpoint = generate_checkpoint(channel_values={"v": 1}, channel_versions={"v": 1})
+    config = generate_config("parent", checkpoint_ns="child:1")
+    with _sent(saved) as statements:
+        await saved.saver.aput(config, checkpoint, {}, {"v": 1})
+    stores = _stores(statements)
+    assert len(stores) == 1
+    assert "INSERT INTO agentledger_sessions" not in stores[0]
+
+
+async def test_a_write_by_key_finding_no_thread_creates_it_in_one_more_statement(
+    saved: Saved,
+) -> None:
+    # Pending writes on a thread never put: the write by key finds no session and
+    # writes nothing; the statement creating the session and storing them follows.
+    _postgresql_only(saved)
+    config = generate_config("unknown", checkpoint_id="1")
+    with _sent(saved) as statements:
+        await saved.saver.aput_writes(config, [("v", 1)], "task")
+    stores = _stores(statements)
+    assert len(stores) == 2
+    assert "INSERT INTO agentledger_sessions" not in stores[0]
+    assert "INSERT INTO agentledger_sessions" in stores[1]
+    assert await settled(saved.ledger.sessions.get_by_key("unknown", app_name="langgraph"))

@@ -3,7 +3,6 @@ carried by export, import and copy."""
 
 from __future__ import annotations
 
-import inspect
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -25,13 +24,9 @@ from agentledger.repositories.langgraph import TOUCH_EVERY
 from agentledger.repositories.sessions import keyed_session_id
 
 from ..databases import scratch_database
-from .conftest import Saved
+from .conftest import Saved, settled
 
 TABLES = (AgentLangGraphCheckpoint, AgentLangGraphBlob, AgentLangGraphWrite)
-
-
-async def _call(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
 
 
 async def _thread_with_writes(saved: Saved, thread_id: str) -> dict[str, Any]:
@@ -69,11 +64,11 @@ async def test_a_thread_is_a_langgraph_session_storing_unchanged_channels_once(
 ) -> None:
     await _thread_with_writes(saved, "thread-1")
 
-    page = await _call(saved.ledger.sessions.list(app_name="langgraph", include=["external_key"]))
+    page = await settled(saved.ledger.sessions.list(app_name="langgraph", include=["external_key"]))
 
     (item,) = page.items
     assert item.external_key == "thread-1" and framework_of(item.id) == "langgraph"
-    counts = await _call(saved.ledger.transfer.export_jsonl(tmp_path / "export.jsonl"))
+    counts = await settled(saved.ledger.transfer.export_jsonl(tmp_path / "export.jsonl"))
     assert counts.rows["langgraph_checkpoints"] == 2
     assert counts.rows["langgraph_blobs"] == 3  # messages twice, big once
     assert counts.rows["langgraph_writes"] == 1
@@ -83,12 +78,12 @@ async def test_deleting_the_session_deletes_every_row_of_the_thread(
     saved: Saved, tmp_path: Path
 ) -> None:
     await _thread_with_writes(saved, "thread-1")
-    session = await _call(saved.ledger.sessions.get_by_key("thread-1", app_name="langgraph"))
+    session = await settled(saved.ledger.sessions.get_by_key("thread-1", app_name="langgraph"))
 
-    await _call(saved.ledger.sessions.delete(session.id))
+    await settled(saved.ledger.sessions.delete(session.id))
 
     assert await saved.saver.aget_tuple(generate_config("thread-1")) is None
-    report = await _call(saved.ledger.transfer.export_jsonl(tmp_path / "export.jsonl"))
+    report = await settled(saved.ledger.transfer.export_jsonl(tmp_path / "export.jsonl"))
     assert [report.rows[f"langgraph_{kind}s"] for kind in ("checkpoint", "blob", "write")] == [
         0,
         0,
@@ -102,7 +97,7 @@ async def test_export_and_import_carry_the_thread_to_another_database(
     latest = await _thread_with_writes(saved, "thread-1")
     before = await saved.saver.aget_tuple(latest)
     file = tmp_path / "export.jsonl"
-    await _call(saved.ledger.transfer.export_jsonl(file))
+    await settled(saved.ledger.transfer.export_jsonl(file))
 
     with Ledger(f"sqlite:///{tmp_path / 'target.db'}") as target:
         target.upgrade()
@@ -211,9 +206,9 @@ def _first_put(saved: Saved, thread_id: str) -> Any:
 async def test_a_first_put_whose_thread_another_writer_created_meanwhile_stores_in_theirs(
     saved: Saved, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # PostgreSQL: the write by key found no session, then another writer created it
-    # before the statement that creates the session and stores: that one stores
-    # nothing, and the write by key runs again, into theirs.
+    # PostgreSQL: a thread's first put (a root checkpoint without a parent) creates
+    # its session first; another writer created it just before: that statement stores
+    # nothing, and the write by key runs, into theirs.
     if saved.ledger.engine.dialect.name != "postgresql" or not isinstance(saved.ledger, Ledger):
         pytest.skip("PostgreSQL's write into a new session, raced from a sync ledger")
     theirs: list[str] = []
@@ -240,10 +235,10 @@ async def test_a_first_put_whose_thread_another_writer_created_meanwhile_stores_
 async def test_a_first_put_whose_new_session_id_is_taken_is_a_conflict_and_stores_nothing(
     saved: Saved, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    await _call(saved.ledger.sessions.create(id="taken"))
+    await settled(saved.ledger.sessions.create(id="taken"))
     monkeypatch.setattr(langgraph_repository, "new_session_id", lambda *args: "taken")
     with pytest.raises(ConflictError) as raised:
         await _first_put(saved, "new")
     assert raised.value.reason == "exists"
     assert await saved.saver.aget_tuple(generate_config("new")) is None
-    assert (await _call(saved.ledger.sessions.get("taken"))).external_key is None
+    assert (await settled(saved.ledger.sessions.get("taken"))).external_key is None

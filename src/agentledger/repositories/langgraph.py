@@ -51,6 +51,7 @@ from .._dialects import (
     json_key_equals,
     json_object_entries,
     probe_per_row,
+    stores_for_session,
     touch_session_by_key,
     upsert_rows,
 )
@@ -630,8 +631,9 @@ class LangGraphRepository(Repository):
         upserted: _Upserted,
     ) -> bool:
         """Create the thread's session and store the rows in it, one statement
-        (``_dialects.insert_for_new_session``); False, having written nothing, when a
-        session has its key by now (a concurrent first write) or its new id."""
+        (``_dialects.insert_for_new_session``, where ``stores_for_session``); False,
+        having written nothing, when a session has its key by now (the thread is stored,
+        or a concurrent first write created it) or its new id."""
         values = new_keyed_session(
             self._work,
             self._key(thread_id)[1],
@@ -647,6 +649,8 @@ class LangGraphRepository(Repository):
         thread_id: str,
         missing: _Missing,
         upserted: _Upserted,
+        *,
+        opens_thread: bool = False,
     ) -> None:
         """``insert_missing`` of ``missing`` (table, rows, keys) and ``upsert_rows`` of
         ``upserted`` (table, rows, keys, refreshed columns), their rows without a
@@ -654,17 +658,27 @@ class LangGraphRepository(Repository):
         statement finds the session by its key and stores them
         (``_dialects.insert_for_session_key``); when it finds none it writes nothing, and
         one more creates the session and stores them (``insert_for_new_session``), or,
-        where a concurrent writer created it, the first runs again."""
+        where a concurrent writer created it, the first runs again.
+
+        ``opens_thread``: the write is likely the thread's first (a root checkpoint
+        without a parent), so on PostgreSQL the statement creating the session goes
+        first: a new thread's first put is one round trip, not two. A wrong guess (the
+        thread is stored) costs the round trip the right one saves: that statement
+        writes nothing, and the write by key follows."""
 
         def stored_by_key() -> bool | None:
             touch = (self._work.settings.now(), TOUCH_EVERY)
             key = self._key(thread_id)
             return insert_for_session_key(self._connection(), key, touch, missing, upserted)
 
+        tried_new = opens_thread and stores_for_session(self._dialect_name())
+        if tried_new and self._store_in_new_session(thread_id, missing, upserted):
+            return
         stored = stored_by_key()  # None: the dialect stores by key in no statement
         if stored:
             return
-        if stored is False and self._store_in_new_session(thread_id, missing, upserted):
+        retry_new = stored is False and not tried_new
+        if retry_new and self._store_in_new_session(thread_id, missing, upserted):
             return
         session_id = self._thread_session(thread_id)
         if stored is not None and stored_by_key():
@@ -748,7 +762,10 @@ class LangGraphRepository(Repository):
         # unknown outcome is retried by the ledger.
         self._work.replay_safe = True
         self._store(
-            thread_id, (BLOBS, values, blob_keys), (CHECKPOINTS, [row], _CHECKPOINT_KEY, refreshed)
+            thread_id,
+            (BLOBS, values, blob_keys),
+            (CHECKPOINTS, [row], _CHECKPOINT_KEY, refreshed),
+            opens_thread=parent_checkpoint_id is None and not ns,
         )
 
     @operation(writes=True, on_driver=True)
