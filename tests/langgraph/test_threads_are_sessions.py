@@ -198,6 +198,22 @@ async def test_a_threads_new_session_whose_id_is_taken_is_a_conflict_and_stores_
     assert saved.ledger.sessions.get("taken").external_key is None
 
 
+async def test_a_threads_session_is_stored_as_the_sessions_api_stores_a_keyed_one(
+    saved: Saved,
+) -> None:
+    # A thread's first put builds its session's row for a Core INSERT
+    # (``new_keyed_session``), not through the ORM: every column must still come out
+    # as the ORM's create by key stores it.
+    await _first_put(saved, "thread")
+    ours = await settled(saved.ledger.sessions.get_by_key("thread", app_name="langgraph"))
+    theirs, _ = await settled(
+        saved.ledger.sessions.get_or_create_by_key("other", app_name="langgraph")
+    )
+    differ = {"id", "external_key", "created_at", "updated_at"}
+    assert ours.model_dump(exclude=differ) == theirs.model_dump(exclude=differ)
+    assert ours.created_at == ours.updated_at
+
+
 def _first_put(saved: Saved, thread_id: str) -> Any:
     checkpoint = generate_checkpoint(channel_values={"v": 1}, channel_versions={"v": 1})
     return saved.saver.aput(generate_config(thread_id), checkpoint, {"step": 0}, {"v": 1})

@@ -20,7 +20,6 @@ from datetime import datetime
 from typing import Any, Literal
 
 from sqlalchemy import BindParameter, Integer, Select, bindparam, delete, or_, select, update
-from sqlalchemy import inspect as sa_inspect
 
 from .._checks import (
     after_keyset,
@@ -134,22 +133,24 @@ class SessionRepository(Repository):
             InvalidIdError, ValidationError: bad id, scope, key, title, model or state.
         """
         now = self._work.settings.now()
-        row = self._new_row(
-            id,
-            now,
-            app_name=app_name,
-            user_id=user_id,
-            title=title,
-            model=model,
-            state=state,
-            external_key=external_key,
+        row = AgentSession(
+            **self._new_values(
+                id,
+                now,
+                app_name=app_name,
+                user_id=user_id,
+                title=title,
+                model=model,
+                state=state,
+                external_key=external_key,
+            )
         )
         self._session.add(row)
         with duplicate_as(lambda: _exists(row.id, row.external_key)):
             self._session.flush()
         return load_record(self._session, row.id)
 
-    def _new_row(
+    def _new_values(
         self,
         id: str | None,
         now: datetime,
@@ -160,13 +161,15 @@ class SessionRepository(Repository):
         model: str | None = None,
         state: dict[str, Any] | None = None,
         external_key: str | None = None,
-    ) -> AgentSession:
+    ) -> dict[str, Any]:
+        """A new session's column values, checked: every column but the revision and
+        those a new session leaves NULL (``_NULL_WHEN_NEW``)."""
         limits = self._work.settings.limits
         scope = (scope_value(app_name, field="app_name"), scope_value(user_id, field="user_id"))
         key = None
         if external_key is not None:
             key = checked_text(external_key, "external_key", max_length=MAX_EXTERNAL_KEY_LENGTH)
-        return AgentSession(
+        return dict(
             id=validate_id(id) if id is not None else new_id(now),
             app_name=scope[0],
             user_id=scope[1],
@@ -222,7 +225,7 @@ class SessionRepository(Repository):
         unknown = set(fields) - {"app_name", "user_id", "title", "model", "state", "external_key"}
         if unknown:
             raise ValidationError(f"unknown session fields: {sorted(unknown)}", path="fields")
-        row = self._new_row(id, self._work.settings.now(), **fields)
+        row = AgentSession(**self._new_values(id, self._work.settings.now(), **fields))
 
         def find(lock: Lock | None) -> SessionRecord | None:
             try:
@@ -313,15 +316,17 @@ class SessionRepository(Repository):
             InvalidIdError, ValidationError: a bad key, scope, id or field.
         """
         params = _key_params(key, app_name, user_id)
-        row = self._new_row(
-            id,
-            self._work.settings.now(),
-            app_name=app_name,
-            user_id=user_id,
-            title=title,
-            model=model,
-            state=state,
-            external_key=key,
+        row = AgentSession(
+            **self._new_values(
+                id,
+                self._work.settings.now(),
+                app_name=app_name,
+                user_id=user_id,
+                title=title,
+                model=model,
+                state=state,
+                external_key=key,
+            )
         )
         # FOR UPDATE after a lost race, as the unit of work goes on to write the row.
         return self._get_or_insert(lambda lock: self._by_key(params, lock), row, race_lock="update")
@@ -687,13 +692,17 @@ def new_keyed_session(
     Core INSERT: its revision 1, as the ORM's version counter would start it."""
     now = work.settings.now()
     sessions = SessionRepository(work)
-    row = sessions._new_row(id, now, app_name=app_name, user_id=user_id, external_key=key)
-    values = {attr.columns[0].key: getattr(row, attr.key) for attr in _SESSION_COLUMNS}
+    values = dict.fromkeys(_NULL_WHEN_NEW)
+    values.update(
+        sessions._new_values(id, now, app_name=app_name, user_id=user_id, external_key=key)
+    )
     values["revision"] = 1
     return values
 
 
-_SESSION_COLUMNS = sa_inspect(AgentSession).column_attrs
+_NULL_WHEN_NEW = ("last_run", "latest_checkpoint_ref", "preview")
+"""The session columns a new session leaves NULL (set by its first run, checkpoint and
+message)."""
 
 
 def _exists(id: str, key: str | None = None) -> ConflictError:
