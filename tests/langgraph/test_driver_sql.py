@@ -345,34 +345,46 @@ def test_a_one_statement_sqlite_read_on_driver_sql_sends_no_begin(tmp_path: Path
         assert [sql.split()[0].upper() for sql in sent] == ["WITH"]
 
 
+@contextmanager
+def _transactions_begun(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[object]]:
+    """The connections on which driver SQL begins a transaction after a first statement
+    in autocommit, inside the block."""
+    begun: list[object] = []
+
+    def begin_after_first(dbapi_connection: Any, dialect: Any) -> bool:
+        begun.append(dbapi_connection)
+        return driver_begin_after_first(dbapi_connection, dialect)
+
+    monkeypatch.setattr(driver_module, "driver_begin_after_first", begin_after_first)
+    yield begun
+
+
 @pytest.mark.postgresql
-@pytest.mark.parametrize("thread_id", ["t", "new"], ids=["stored-thread", "new-thread"])
-def test_a_second_store_after_one_that_wrote_nothing_stays_in_autocommit_on_postgresql(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, thread_id: str
+def test_a_root_put_without_a_parent_on_a_stored_thread_stays_in_autocommit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A root checkpoint without a parent on a stored thread: the statement creating
-    # the session meets its key and writes nothing, then the write by key. Pending
-    # writes on a new thread: the write by key finds no session and writes nothing,
-    # then the statement creating it. Either second statement is atomic by itself, so
-    # no transaction is begun for it.
+    # The statement creating the session meets the thread's key and writes nothing;
+    # the write by key after it is atomic by itself, so no transaction is begun for it.
     with _postgres_thread(tmp_path) as (_, ledger, saver, _, _):
-        begun: list[object] = []
-
-        def begin_after_first(dbapi_connection: Any, dialect: Any) -> bool:
-            begun.append(dbapi_connection)
-            return driver_begin_after_first(dbapi_connection, dialect)
-
-        monkeypatch.setattr(driver_module, "driver_begin_after_first", begin_after_first)
         checkpoint = generate_checkpoint(channel_values={"v": 2}, channel_versions={"v": "2"})
-        if thread_id == "t":
+        with _transactions_begun(monkeypatch) as begun:
             config = saver.put(generate_config("t"), checkpoint, {"step": 1}, {"v": "2"})
-        else:
-            config = generate_config("new", checkpoint_id=checkpoint["id"])
+        assert begun == []
+        found = saver.get_tuple(generate_config("t"))
+        assert found is not None and found.config == config
+        assert ledger.sessions.get_by_key("t", app_name="langgraph").revision == 1
+
+
+@pytest.mark.postgresql
+def test_pending_writes_on_a_new_thread_create_it_in_autocommit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The write by key finds no session and writes nothing; the statement creating the
+    # session and storing the writes is atomic by itself, so no transaction is begun.
+    with _postgres_thread(tmp_path) as (_, ledger, saver, _, _):
+        config = generate_config("new", checkpoint_id="1")
+        with _transactions_begun(monkeypatch) as begun:
             saver.put_writes(config, [("v", 2)], "task")
         assert begun == []
-        found = saver.get_tuple(generate_config(thread_id))
-        if thread_id == "t":
-            assert found is not None and found.config == config
-        else:
-            assert found is None  # writes only, on no checkpoint
-        assert ledger.sessions.get_by_key(thread_id, app_name="langgraph").revision == 1
+        assert saver.get_tuple(generate_config("new")) is None  # writes on no checkpoint
+        assert ledger.sessions.get_by_key("new", app_name="langgraph").revision == 1

@@ -123,6 +123,20 @@ def _stores(statements: list[tuple[str, Any]]) -> list[str]:
     return [sql for sql, _ in work(statements) if "agentledger_langgraph" in sql]
 
 
+def _creating(statements: list[tuple[str, Any]]) -> list[bool]:
+    """For each statement storing LangGraph rows, whether it creates the session."""
+    return ["INSERT INTO agentledger_sessions" in sql for sql in _stores(statements)]
+
+
+async def _put_stores(saved: Saved, config: dict[str, Any]) -> tuple[dict[str, Any], list[bool]]:
+    """A put of a new checkpoint at ``config``: its config, and ``_creating`` of what it
+    sent."""
+    checkpoint = generate_checkpoint(channel_values={"v": 9}, channel_versions={"v": 9})
+    with _sent(saved) as statements:
+        stored = await saved.saver.aput(config, checkpoint, {}, {"v": 9})
+    return stored, _creating(statements)
+
+
 def _postgresql_only(saved: Saved) -> None:
     if saved.ledger.engine.dialect.name != "postgresql":
         pytest.skip("PostgreSQL's write by the session's key")
@@ -137,11 +151,8 @@ async def test_a_threads_first_put_on_postgresql_is_one_statement_creating_its_s
     _postgresql_only(saved)
     with _sent(saved) as statements:
         await _thread(saved, "first", 1)
-    stores = _stores(statements)
-    assert len(stores) == 2  # the first put's one, the put_writes after it
-    assert all(sql.startswith("WITH thread AS") for sql in stores)
-    assert "INSERT INTO agentledger_sessions" in stores[0]
-    assert "INSERT INTO agentledger_sessions" not in stores[1]
+    assert all(sql.startswith("WITH thread AS") for sql in _stores(statements))
+    assert _creating(statements) == [True, False]  # the first put, the put_writes after it
     plain = starting(
         work(statements), "INSERT INTO AGENTLEDGER_SESSIONS", "INSERT INTO AGENTLEDGER_LANGGRAPH"
     )
@@ -156,13 +167,8 @@ async def test_a_root_put_without_a_parent_on_a_stored_thread_stores_in_it_by_ke
     # it stores the checkpoint in the thread's own session.
     _postgresql_only(saved)
     await _thread(saved, "stored", 1)
-    checkpoint = generate_checkpoint(channel_values={"v": 9}, channel_versions={"v": 9})
-    with _sent(saved) as statements:
-        config = await saved.saver.aput(generate_config("stored"), checkpoint, {}, {"v": 9})
-    stores = _stores(statements)
-    assert len(stores) == 2
-    assert "INSERT INTO agentledger_sessions" in stores[0]
-    assert "INSERT INTO agentledger_sessions" not in stores[1]
+    config, creating = await _put_stores(saved, generate_config("stored"))
+    assert creating == [True, False]
     sessions = await settled(saved.ledger.sessions.list(app_name="langgraph"))
     assert len(sessions.items) == 1
     found = await saved.saver.aget_tuple(generate_config("stored"))
@@ -176,13 +182,8 @@ async def test_a_subgraphs_first_put_on_postgresql_is_the_write_by_key_alone(
     # already stored: its first put, without a parent, goes by the session's key.
     _postgresql_only(saved)
     await _thread(saved, "parent", 1)
-    checkpoint = generate_checkpoint(channel_values={"v": 1}, channel_versions={"v": 1})
-    config = generate_config("parent", checkpoint_ns="child:1")
-    with _sent(saved) as statements:
-        await saved.saver.aput(config, checkpoint, {}, {"v": 1})
-    stores = _stores(statements)
-    assert len(stores) == 1
-    assert "INSERT INTO agentledger_sessions" not in stores[0]
+    _, creating = await _put_stores(saved, generate_config("parent", checkpoint_ns="child:1"))
+    assert creating == [False]
 
 
 async def test_a_write_by_key_finding_no_thread_creates_it_in_one_more_statement(
@@ -194,8 +195,5 @@ async def test_a_write_by_key_finding_no_thread_creates_it_in_one_more_statement
     config = generate_config("unknown", checkpoint_id="1")
     with _sent(saved) as statements:
         await saved.saver.aput_writes(config, [("v", 1)], "task")
-    stores = _stores(statements)
-    assert len(stores) == 2
-    assert "INSERT INTO agentledger_sessions" not in stores[0]
-    assert "INSERT INTO agentledger_sessions" in stores[1]
+    assert _creating(statements) == [False, True]
     assert await settled(saved.ledger.sessions.get_by_key("unknown", app_name="langgraph"))

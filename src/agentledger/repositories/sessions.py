@@ -163,7 +163,7 @@ class SessionRepository(Repository):
         external_key: str | None = None,
     ) -> dict[str, Any]:
         """A new session's column values, checked: every column but the revision and
-        those a new session leaves NULL (``_NULL_WHEN_NEW``)."""
+        those a new session leaves NULL (its last run, latest checkpoint, preview)."""
         limits = self._work.settings.limits
         scope = (scope_value(app_name, field="app_name"), scope_value(user_id, field="user_id"))
         key = None
@@ -692,7 +692,7 @@ def new_keyed_session(
     Core INSERT: its revision 1, as the ORM's version counter would start it."""
     now = work.settings.now()
     sessions = SessionRepository(work)
-    values = dict.fromkeys(_NULL_WHEN_NEW)
+    values = dict.fromkeys(_SESSION_COLUMNS)  # NULL where a new session sets nothing
     values.update(
         sessions._new_values(id, now, app_name=app_name, user_id=user_id, external_key=key)
     )
@@ -700,9 +700,7 @@ def new_keyed_session(
     return values
 
 
-_NULL_WHEN_NEW = ("last_run", "latest_checkpoint_ref", "preview")
-"""The session columns a new session leaves NULL (set by its first run, checkpoint and
-message)."""
+_SESSION_COLUMNS = tuple(AgentSession.__table__.c.keys())
 
 
 def _exists(id: str, key: str | None = None) -> ConflictError:
