@@ -355,8 +355,9 @@ def _transactions_begun(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[object
         begun.append(dbapi_connection)
         return driver_begin_after_first(dbapi_connection, dialect)
 
-    monkeypatch.setattr(driver_module, "driver_begin_after_first", begin_after_first)
-    yield begun
+    with monkeypatch.context() as patched:
+        patched.setattr(driver_module, "driver_begin_after_first", begin_after_first)
+        yield begun
 
 
 @pytest.mark.postgresql

@@ -701,6 +701,8 @@ def new_keyed_session(
 
 
 _SESSION_COLUMNS = tuple(AgentSession.__table__.c.keys())
+"""Every column of a session row, from the table: a keyed session's Core INSERT names
+each, NULL where ``_new_values`` sets none, so a column added later is never left out."""
 
 
 def _exists(id: str, key: str | None = None) -> ConflictError:
