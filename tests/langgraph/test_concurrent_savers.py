@@ -14,41 +14,10 @@ from langgraph.checkpoint.conformance.test_utils import (
     generate_metadata,
 )
 
+from ._writer import THREAD, task_id, write_chain_async, write_chain_sync
 from .conftest import Saved, close, make_ledger, make_saver
 
 PUTS = 12
-
-
-def _writer_sync(saver: Any, name: str) -> list[dict[str, Any]]:
-    stored = []
-    parent: dict[str, Any] | None = None
-    for step in range(PUTS):
-        config = generate_config("shared")
-        if parent is not None:
-            config["configurable"]["checkpoint_id"] = parent["configurable"]["checkpoint_id"]
-        values = {name: step}
-        checkpoint = generate_checkpoint(channel_values=values, channel_versions={name: step + 1})
-        parent = saver.put(config, checkpoint, generate_metadata(step=step), {name: step + 1})
-        saver.put_writes(parent, [(name, step)], f"task-{name}-{step}")
-        stored.append(parent)
-    return stored
-
-
-async def _writer_async(saver: Any, name: str) -> list[dict[str, Any]]:
-    stored = []
-    parent: dict[str, Any] | None = None
-    for step in range(PUTS):
-        config = generate_config("shared")
-        if parent is not None:
-            config["configurable"]["checkpoint_id"] = parent["configurable"]["checkpoint_id"]
-        values = {name: step}
-        checkpoint = generate_checkpoint(channel_values=values, channel_versions={name: step + 1})
-        parent = await saver.aput(
-            config, checkpoint, generate_metadata(step=step), {name: step + 1}
-        )
-        await saver.aput_writes(parent, [(name, step)], f"task-{name}-{step}")
-        stored.append(parent)
-    return stored
 
 
 async def test_two_savers_on_one_thread_keep_every_acknowledged_checkpoint_and_write(
@@ -59,12 +28,12 @@ async def test_two_savers_on_one_thread_keep_every_acknowledged_checkpoint_and_w
     try:
         if saved.mode == "async":
             results = await asyncio.gather(
-                _writer_async(saved.saver, "a"), _writer_async(other, "b")
+                write_chain_async(saved.saver, "a", PUTS), write_chain_async(other, "b", PUTS)
             )
         else:
             with ThreadPoolExecutor(2) as pool:
                 futures = [
-                    pool.submit(_writer_sync, saver, name)
+                    pool.submit(write_chain_sync, saver, name, PUTS)
                     for saver, name in ((saved.saver, "a"), (other, "b"))
                 ]
                 results = [future.result() for future in futures]
@@ -72,12 +41,12 @@ async def test_two_savers_on_one_thread_keep_every_acknowledged_checkpoint_and_w
         if other_ledger is not saved.ledger:
             await close(other_ledger)
 
-    listed = [item async for item in saved.saver.alist(generate_config("shared"))]
+    listed = [item async for item in saved.saver.alist(generate_config(THREAD))]
     ids = {item.config["configurable"]["checkpoint_id"] for item in listed}
     acknowledged = {config["configurable"]["checkpoint_id"] for done in results for config in done}
     assert ids == acknowledged and len(ids) == 2 * PUTS
     writes = {write[0] for item in listed for write in item.pending_writes or []}
-    assert writes == {f"task-{name}-{step}" for name in "ab" for step in range(PUTS)}
+    assert writes == {task_id(name, step) for name in "ab" for step in range(PUTS)}
     parents = [
         item.parent_config["configurable"]["checkpoint_id"] for item in listed if item.parent_config
     ]

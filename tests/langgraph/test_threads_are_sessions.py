@@ -1,8 +1,10 @@
-"""A LangGraph thread is an agentledger session: listed, deleted with every row, and
-carried by export, import and copy."""
+"""A LangGraph thread is an agentledger session: listed, deleted with every row, purged
+by age unless a saver wrote it since, and carried by export, import and copy."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,16 +24,16 @@ from agentledger.models import AgentLangGraphBlob, AgentLangGraphCheckpoint, Age
 from agentledger.repositories import langgraph as langgraph_repository
 from agentledger.repositories.langgraph import TOUCH_EVERY
 from agentledger.repositories.sessions import keyed_session_id
+from agentledger.retention import PurgePolicy
 
-from ..databases import scratch_database
+from ..databases import dialect_params, scratch_database
 from .conftest import Saved, settled
 
 TABLES = (AgentLangGraphCheckpoint, AgentLangGraphBlob, AgentLangGraphWrite)
 
 
-async def _thread_with_writes(saved: Saved, thread_id: str) -> dict[str, Any]:
+async def _thread_with_writes(saver: Any, thread_id: str) -> dict[str, Any]:
     """Two checkpoints (one channel changed between them) and a pending write."""
-    saver = saved.saver
     values = {"messages": ["hi"], "big": b"\x00\xff" * 1000}
     first = await saver.aput(
         generate_config(thread_id),
@@ -59,10 +61,44 @@ def _counts(ledger: Ledger) -> list[int]:
         ]
 
 
+@contextmanager
+def _clocked_saver(
+    database: str, tmp_path: Path
+) -> Iterator[tuple[Ledger, LedgerSaver, list[datetime]]]:
+    """A saver on a scratch database whose ledger's clock reads ``now[0]``: the ledger,
+    the saver and ``now``, to move the clock."""
+    now = [datetime(2026, 12, 1, 12, 0, tzinfo=UTC)]
+    with (
+        scratch_database(database, str(tmp_path)) as url,
+        Ledger(url, clock=lambda: now[0]) as ledger,
+    ):
+        ledger.upgrade()
+        yield ledger, LedgerSaver(ledger), now
+
+
+@pytest.mark.parametrize("database", dialect_params())
+async def test_a_purge_by_age_removes_an_idle_thread_whole_and_keeps_one_a_saver_wrote_since(
+    database: str, tmp_path: Path
+) -> None:
+    with _clocked_saver(database, tmp_path) as (ledger, saver, now):
+        await _thread_with_writes(saver, "idle")
+        active = await _thread_with_writes(saver, "active")
+        now[0] += timedelta(days=40)
+        saver.put_writes(active, [("messages", ["later"])], "task-2")
+
+        done = ledger.retention.purge(PurgePolicy(older_than=timedelta(days=30)))
+
+        (kept,) = ledger.sessions.list(app_name="langgraph", include=["external_key"]).items
+        assert done.sessions == 1 and kept.external_key == "active"
+        assert _counts(ledger) == [2, 3, 2]  # the active thread's rows, none of the idle one's
+        assert saver.get_tuple(generate_config("idle")) is None
+        assert saver.get_tuple(generate_config("active")) is not None
+
+
 async def test_a_thread_is_a_langgraph_session_storing_unchanged_channels_once(
     saved: Saved, tmp_path: Path
 ) -> None:
-    await _thread_with_writes(saved, "thread-1")
+    await _thread_with_writes(saved.saver, "thread-1")
 
     page = await settled(saved.ledger.sessions.list(app_name="langgraph", include=["external_key"]))
 
@@ -77,7 +113,7 @@ async def test_a_thread_is_a_langgraph_session_storing_unchanged_channels_once(
 async def test_deleting_the_session_deletes_every_row_of_the_thread(
     saved: Saved, tmp_path: Path
 ) -> None:
-    await _thread_with_writes(saved, "thread-1")
+    await _thread_with_writes(saved.saver, "thread-1")
     session = await settled(saved.ledger.sessions.get_by_key("thread-1", app_name="langgraph"))
 
     await settled(saved.ledger.sessions.delete(session.id))
@@ -94,7 +130,7 @@ async def test_deleting_the_session_deletes_every_row_of_the_thread(
 async def test_export_and_import_carry_the_thread_to_another_database(
     saved: Saved, tmp_path: Path
 ) -> None:
-    latest = await _thread_with_writes(saved, "thread-1")
+    latest = await _thread_with_writes(saved.saver, "thread-1")
     before = await saved.saver.aget_tuple(latest)
     file = tmp_path / "export.jsonl"
     await settled(saved.ledger.transfer.export_jsonl(file))
@@ -126,13 +162,7 @@ async def test_export_and_import_carry_the_thread_to_another_database(
 def test_a_write_sets_the_threads_updated_at_when_over_a_second_old(
     database: str, write: str, tmp_path: Path
 ) -> None:
-    now = [datetime(2026, 12, 1, 12, 0, tzinfo=UTC)]
-    with (
-        scratch_database(database, str(tmp_path)) as url,
-        Ledger(url, clock=lambda: now[0]) as ledger,
-    ):
-        ledger.upgrade()
-        saver = LedgerSaver(ledger)
+    with _clocked_saver(database, tmp_path) as (ledger, saver, now):
         config = generate_config("touched")
         checkpoint = generate_checkpoint(channel_values={"v": 1}, channel_versions={"v": 1})
         stored = saver.put(config, checkpoint, generate_metadata(step=0), {"v": 1})
