@@ -56,6 +56,16 @@ def server_url(dialect: str) -> URL | None:
     return url.set(drivername=f"{url.get_backend_name()}+{driver}")
 
 
+def bench_url(dialect: str, suffix: str = "_bench") -> str | None:
+    """A benchmark's own database beside the test database of ``dialect`` (the benchmark
+    drops and recreates it), with the dialect's default driver; None without a server."""
+    url = server_url(dialect)
+    if url is None:
+        return None
+    url = url.set(drivername=url.get_backend_name(), database=f"{url.database}{suffix}")
+    return url.render_as_string(hide_password=False)
+
+
 def server_url_or_skip(dialect: str) -> URL:
     """The server URL for ``dialect`` (sync driver), its database created; else skip
     (fail under CI)."""

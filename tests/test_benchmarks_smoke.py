@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .databases import server_url
+from .databases import bench_url
 
 ROOT = Path(__file__).resolve().parents[1]
 OPERATIONS = {
@@ -34,21 +34,12 @@ OPERATIONS = {
 }
 
 
-def _bench_url(dialect: str) -> str | None:
-    """The benchmark's own database beside the test database (it drops and recreates it)."""
-    url = server_url(dialect)
-    if url is None:
-        return None
-    url = url.set(drivername=url.get_backend_name(), database=f"{url.database}_bench")
-    return url.render_as_string(hide_password=False)
-
-
 @pytest.mark.slow
 def test_the_quick_benchmark_runs_on_every_configured_database(tmp_path: Path) -> None:
     databases = ["sqlite"]
     command = [sys.executable, "-m", "benchmarks", "--quick", "--out", str(tmp_path)]
     for name, flag in (("postgresql", "--postgres-url"), ("mysql", "--mysql-url")):
-        url = _bench_url(name)
+        url = bench_url(name)
         if url is not None:
             databases.append(name)
             command += [flag, url]
