@@ -4,6 +4,7 @@ nor write grows with the thread's length."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from types import SimpleNamespace
 from typing import Any
 
@@ -12,6 +13,7 @@ from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, gen
 from sqlalchemy import event
 from sqlalchemy.engine.interfaces import CacheStats
 
+from agentledger.repositories import langgraph as langgraph_repository
 from agentledger.repositories.langgraph import LangGraphRepository
 
 from ..contract._sql import starting, statements_during, work
@@ -93,11 +95,15 @@ def _touch(sql: str) -> bool:
 
 
 async def test_every_write_after_a_threads_first_is_served_by_sqlalchemys_compiled_cache(
-    saved: Saved,
+    saved: Saved, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A multi-row VALUES statement has no cache key: SQLAlchemy compiled it again on
     # every call. (The listener sends every statement through SQLAlchemy, driver SQL
-    # included, so each one shows how its compiled form was found.)
+    # included, so each one shows how its compiled form was found.) Every write touches
+    # the session's updated_at here, so the touch is compiled in the first thread's
+    # writes too: it runs by the clock, and a slow first pass left its first run, a
+    # cache miss, to the second.
+    monkeypatch.setattr(langgraph_repository, "TOUCH_EVERY", timedelta(0))
     engine = saved.ledger.engine
     sync_engine = getattr(engine, "sync_engine", engine)
     found: list[tuple[str, Any]] = []
