@@ -279,13 +279,24 @@ def _old_side_by_side(
         row["get_tuple_old_side_by_side"] = statistics.median(timings[id(row)])
 
 
+LABELS = {
+    "put": "put",
+    "put_writes": "put_writes",
+    "get_tuple_latest": "get_tuple latest",
+    "get_tuple_old": "get_tuple old",
+    "list_10": "list(limit=10)",
+    "put_new_thread": "put, new thread",
+}
+"""Each operation's name in the tables."""
+
+
 def markdown(results: list[dict[str, Any]]) -> str:
     """The side-by-side table: each saver's medians, and agentledger's ratio to the
     built-in saver of the same database (below 1: agentledger is faster or smaller)."""
+    columns = [LABELS[op] for op in OPERATIONS]
     lines = [
-        "| database | checkpoints | saver | put | put_writes | get_tuple latest | "
-        "get_tuple old | list(limit=10) | put, new thread | bytes per step |",
-        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        f"| database | checkpoints | saver | {' | '.join(columns)} | bytes per step |",
+        "| --- | ---: | --- |" + " ---: |" * (len(columns) + 1),
     ]
     keys = (*OPERATIONS, "bytes_per_step")
     for row in results:
@@ -317,15 +328,6 @@ FLAT = 1.25
 longest and still count as flat (timed side by side: ``_old_side_by_side``): its value
 is the same size on both, and a single-call median on this machine moves by up to a
 fifth between runs."""
-
-LABELS = {
-    "put": "put",
-    "put_writes": "put_writes",
-    "get_tuple_latest": "get_tuple latest",
-    "get_tuple_old": "get_tuple old",
-    "list_10": "list(limit=10)",
-    "put_new_thread": "put, new thread",
-}
 
 
 def _ratio(ours: float, theirs: float) -> float:

@@ -44,6 +44,7 @@ def test_the_benchmark_times_every_operation_of_both_savers_on_every_database(
     assert all(row[op] > 0 for row in rows.values() for op in timed)
     assert all(row["bytes_per_step"] >= 0 for row in rows.values())  # 0: no page added
     assert len(report["targets"]) == len(databases) * (2 * len(OPERATIONS) + 2)
+    assert "| list(limit=10) | put, new thread | bytes per step |" in done.stdout
     assert "targets met." in done.stdout
 
 
