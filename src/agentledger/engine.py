@@ -380,7 +380,7 @@ def create_sqlite_twin(engine: AsyncEngine) -> Engine | None:
     including listeners added later; a listener on the twin itself is the twin's
     only. Pool events (connect, checkout...) are each pool's own. That join is
     private API of SQLAlchemy (``_join``, ``_has_events``), used here only;
-    tests/test_sqlite_twin.py fails if it changes.
+    tests/drivers/test_sqlite_twin.py fails if it changes.
     """
     sync_engine = engine.sync_engine
     url = sync_engine.url

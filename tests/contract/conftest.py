@@ -1,9 +1,9 @@
-"""The contract fixture: a Harness for every backend x mode (sync, async).
+"""The contract fixture: a Harness on the targets of each test's tier (tests/backends.py).
 
 Server databases are migrated once per run and emptied after each test; an
-in-memory backend gets a fresh private store per test. The harness gives every hook
-the suite declares, except ``reopen`` on an in-memory store (a second process could
-not open it).
+in-memory backend gets a fresh private store per test, copied from a migrated
+template. The harness gives every hook the suite declares, except ``reopen`` on an
+in-memory store (a second process could not open it).
 """
 
 from __future__ import annotations
@@ -18,28 +18,12 @@ from sqlalchemy.engine import URL
 from agentledger import AsyncLedger, Ledger
 from agentledger.testing import Harness, SyncAdapter, sqlalchemy_caller_transaction
 
-from ..backends import BACKENDS, Backend
-from ..databases import empty_tables, migrated_once
-
-_MARKS = {
-    "sqlite": pytest.mark.sqlite,
-    "postgresql": pytest.mark.postgresql,
-    "mysql": pytest.mark.mysql,
-}
+from ..backends import Target, parametrize_targets
+from ..databases import empty_tables, memory_ledger, migrated_once
 
 
-def _params() -> list[Any]:
-    return [
-        pytest.param((backend, mode), id=f"{backend.name}-{mode}", marks=_MARKS[backend.dialect])
-        for backend in BACKENDS
-        if backend.contract
-        for mode in backend.modes
-    ]
-
-
-def _database(backend: Backend, tmp_path_factory: pytest.TempPathFactory) -> URL:
-    """A migrated database for ``backend`` (sync driver URL), made once per run."""
-    return migrated_once(backend.dialect, tmp_path_factory)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    parametrize_targets(metafunc, "harness")
 
 
 def _ledger(mode: str, *args: Any, **options: Any) -> Any:
@@ -83,23 +67,22 @@ def _hooks(ledger: Any, mode: str, url: URL | None) -> dict[str, Any]:
     return hooks
 
 
-@pytest.fixture(params=_params())
+@pytest.fixture
 async def harness(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Harness]:
-    backend, mode = request.param
-    name = f"{backend.name}-{mode}"
-    if backend.in_memory:
-        memory: Any = (
-            AsyncLedger.in_memory() if mode == "async" else SyncAdapter(Ledger.in_memory())
-        )
+    target: Target = request.param
+    mode, name = target.mode, target.name
+    if target.backend.in_memory:
+        opened = memory_ledger(mode)
+        memory: Any = opened if mode == "async" else SyncAdapter(opened)
         try:
             yield Harness(memory, mode, name, **_hooks(memory, mode, None))
         finally:
             await memory.close()
         return
-    base = _database(backend, tmp_path_factory)
-    url = backend.url_for(base, mode)
+    base = migrated_once(target.dialect, tmp_path_factory)
+    url = target.url_for(base)
     ledger = _ledger(mode, url)
     try:
         yield Harness(ledger, mode, name, **_hooks(ledger, mode, url))

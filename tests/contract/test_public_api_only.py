@@ -6,7 +6,8 @@ in-memory ledger behind a wrapper that lets through the seven repositories,
 ``unit_of_work``, ``run`` and ``close`` (and, on a unit of work, the seven
 repositories). A contract test that reaches further, to the engine or an ORM session,
 fails here with AttributeError. ``reopen`` is left out, as a store that cannot be
-reopened would leave it, so its test shows the skip.
+reopened would leave it, so its test shows the skip. This module's own ``harness``
+runs every test on both APIs, whatever its tier: what is checked is the API.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import pytest
 import agentledger.testing
 from agentledger import AsyncLedger, Ledger
 from agentledger.testing import Harness, SyncAdapter, sqlalchemy_caller_transaction
+
+from ..databases import memory_ledger
 
 REPOSITORIES = frozenset(
     {"sessions", "messages", "steps", "grants", "checkpoints", "app_state", "user_state"}
@@ -83,7 +86,7 @@ def _shown(ledger: Ledger | AsyncLedger) -> Any:
 @pytest.fixture(params=["sync", "async"])
 async def harness(request: pytest.FixtureRequest) -> AsyncIterator[Harness]:
     mode: str = request.param
-    inner: Ledger | AsyncLedger = AsyncLedger.in_memory() if mode == "async" else Ledger.in_memory()
+    inner: Ledger | AsyncLedger = memory_ledger(mode)
     make: Callable[..., Ledger | AsyncLedger] = type(inner)
     shown = _shown(inner)
 

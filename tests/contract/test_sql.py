@@ -4,7 +4,7 @@ and the latest-checkpoint query uses its index on PostgreSQL.
 
 These tests reach the ledger's engine, so they live here rather than in
 ``agentledger.testing``; they take the contract's ``harness`` fixture and so run on
-every backend x mode.
+the targets of their tier (tests/backends.py).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from agentledger import (
 )
 from agentledger.ids import new_id
 from agentledger.models import AgentLangGraphBlob, AgentLangGraphCheckpoint, AgentLangGraphWrite
-from agentledger.testing import Harness
+from agentledger.testing import Harness, tier
 from agentledger.testing.checkpoints import (
     EMPTY,
     GARBAGE_REF_IDS,
@@ -52,6 +52,7 @@ async def _warmed(harness: Harness) -> None:
 
 
 @pytest.mark.parametrize("bad", BAD_IDS, ids=repr)
+@tier("logic")
 async def test_an_invalid_session_id_is_refused_before_any_sql(harness: Harness, bad: str) -> None:
     await _warmed(harness)
     with statements_during(harness) as statements:
@@ -63,6 +64,7 @@ async def test_an_invalid_session_id_is_refused_before_any_sql(harness: Harness,
 
 
 @pytest.mark.parametrize("garbage", GARBAGE_REFS, ids=GARBAGE_REF_IDS)
+@tier("logic")
 async def test_a_garbage_checkpoint_ref_is_refused_before_any_sql(
     harness: Harness, garbage: Any
 ) -> None:
@@ -72,6 +74,7 @@ async def test_a_garbage_checkpoint_ref_is_refused_before_any_sql(
     assert work(statements) == []
 
 
+@tier("logic")
 async def test_a_checkpoint_over_the_size_limit_is_refused_before_any_sql(
     harness: Harness,
 ) -> None:
@@ -279,6 +282,7 @@ async def _session_with_2000_checkpoints(harness: Harness, id: str) -> Any:
     return newest
 
 
+@tier("logic")
 async def test_a_write_in_a_read_only_unit_of_work_sends_no_sql(harness: Harness) -> None:
     await harness.ledger.sessions.create("ro")
     async with harness.ledger.unit_of_work(readonly=True) as uow:

@@ -19,6 +19,8 @@ from agentledger import Ledger, NotFoundError, configure_sqlite_engine
 from ..databases import dialect_params, scratch_database
 from ._support import HOST_APP, run
 
+pytestmark = pytest.mark.slow  # a host project migrated through Alembic on each database
+
 
 def _shop() -> tuple[ModuleType, ModuleType]:
     sys.path.insert(0, str(HOST_APP))

@@ -27,6 +27,7 @@ from ..databases import dialect_params, scratch_database
 from ..migrations._support import OUR_TABLES, drift
 from ._support import HOST_APP, run, table_names, versions
 
+pytestmark = pytest.mark.slow  # a host project migrated through Alembic on each database
 HOST_TABLES = {"users", "orders", "alembic_version"}
 
 

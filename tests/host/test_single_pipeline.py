@@ -27,6 +27,7 @@ from ..databases import dialect_params, scratch_database
 from ..migrations._support import OUR_TABLES, drift
 from ._support import SINGLE_PIPELINE, run, table_names, url_text, versions
 
+pytestmark = pytest.mark.slow  # a host project migrated through Alembic on each database
 RESOURCE = "agentledger:_migrations/versions"
 HEAD = migrations.head()
 

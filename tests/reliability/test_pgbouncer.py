@@ -24,7 +24,7 @@ from agentledger.engine import pgbouncer_engine_options
 from ..databases import IN_CI, scratch_database
 from . import summary
 
-pytestmark = pytest.mark.postgresql
+pytestmark = [pytest.mark.postgresql, pytest.mark.slow]  # starts pgbouncer
 WRITERS, ROUNDS = 8, 25
 PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
 

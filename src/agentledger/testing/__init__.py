@@ -29,6 +29,10 @@ What your store provides (every detail in :class:`Harness`):
   ledger with a SQLAlchemy ``engine``). A test that needs a hook you leave out is
   skipped, naming the hook.
 
+Each test declares its tier (``tier``): whether it can differ by database, or by
+driver and API too. A store on several databases can run each test only where it can
+differ; one on a single database can ignore tiers.
+
 The suite speaks to the store only through that API and those hooks. What it needs
 to run: pytest (8 or later) and pytest-asyncio in auto mode (``asyncio_mode =
 "auto"``), because the tests and the ``harness`` fixture are coroutines. Each test
@@ -54,8 +58,11 @@ from .harness import (
     CallerTransaction,
     Harness,
     SyncAdapter,
+    Tier,
     drive,
     sqlalchemy_caller_transaction,
+    tier,
+    tier_of,
 )
 from .keys import IdempotentAppendContract, SessionKeyContract
 from .messages import MessageConcurrencyContract, MessageContract
@@ -92,8 +99,11 @@ __all__ = [
     "StepContract",
     "StepQueryContract",
     "SyncAdapter",
+    "Tier",
     "UnitOfWorkContract",
     "UsageContract",
     "drive",
     "sqlalchemy_caller_transaction",
+    "tier",
+    "tier_of",
 ]

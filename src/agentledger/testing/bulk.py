@@ -18,7 +18,7 @@ from agentledger import (
     ValidationError,
 )
 
-from .harness import Harness
+from .harness import Harness, tier
 
 EMPTY = CheckpointPayload()
 FAR_PAST = datetime(2000, 1, 1, tzinfo=UTC)
@@ -48,6 +48,7 @@ class BulkContract:
         with pytest.raises(NotFoundError):
             await harness.ledger.sessions.overview("nobody")
 
+    @tier("logic")
     async def test_overview_refuses_a_count_out_of_range(self, harness: Harness) -> None:
         await harness.ledger.sessions.create("s-1")
         with pytest.raises(ValidationError, match="messages"):

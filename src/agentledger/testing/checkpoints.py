@@ -26,7 +26,7 @@ from agentledger import (
     ValidationError,
 )
 
-from .harness import Harness
+from .harness import Harness, tier
 
 EMPTY = CheckpointPayload()
 HOUR = timedelta(hours=1)
@@ -314,6 +314,7 @@ class CheckpointContract:
             assert raised.value.entity == "checkpoint"
 
     @pytest.mark.parametrize("garbage", GARBAGE_REFS, ids=GARBAGE_REF_IDS)
+    @tier("logic")
     async def test_a_garbage_ref_is_an_invalid_id(self, harness: Harness, garbage: Any) -> None:
         await harness.ledger.sessions.create("run")
         await refuse_as_invalid_ids(harness.ledger, "run", garbage)
@@ -355,6 +356,7 @@ class CheckpointContract:
         )
         assert newest.size == json_size(state(6))
 
+    @tier("logic")
     async def test_a_tampered_cursor_is_a_validation_error(self, harness: Harness) -> None:
         await harness.ledger.sessions.create("run")
         for i in range(3):
@@ -367,6 +369,7 @@ class CheckpointContract:
             with pytest.raises(ValidationError):
                 await harness.ledger.checkpoints.list("run", cursor=bad)
 
+    @tier("logic")
     async def test_a_cursor_from_another_session_is_refused(self, harness: Harness) -> None:
         for id in ("run", "other"):
             await harness.ledger.sessions.create(id)
@@ -377,6 +380,7 @@ class CheckpointContract:
             await harness.ledger.checkpoints.list("other", cursor=cursor)
 
     @pytest.mark.parametrize("limit", [0, -1, 1001, True, "5"])
+    @tier("logic")
     async def test_a_list_limit_out_of_range_is_refused(self, harness: Harness, limit: Any) -> None:
         await harness.ledger.sessions.create("run")
         with pytest.raises(ValidationError):
@@ -441,6 +445,7 @@ class CheckpointContract:
         assert (await harness.ledger.sessions.get("run")).latest_checkpoint_ref is None
 
     @pytest.mark.parametrize("keep_last", [-1, True, 1.5, "2"])
+    @tier("logic")
     async def test_prune_refuses_a_bad_keep_last(self, harness: Harness, keep_last: Any) -> None:
         await harness.ledger.sessions.create("run")
         with pytest.raises(ValidationError):
@@ -467,6 +472,7 @@ class CheckpointContract:
         ],
         ids=["nan", "tuple", "nul", "int-key", "surrogate", "set", "unknown", "call", "list"],
     )
+    @tier("logic")
     async def test_a_payload_that_is_not_json_is_refused_by_its_path_and_nothing_is_stored(
         self, harness: Harness, payload: Any, path: str
     ) -> None:
@@ -478,6 +484,7 @@ class CheckpointContract:
         assert (await harness.ledger.sessions.get("run")).checkpoint_seq == 0
 
     @pytest.mark.parametrize("ttl", [timedelta(0), -HOUR, 3600, timedelta(days=10**7)])
+    @tier("logic")
     async def test_a_bad_ttl_is_refused(self, harness: Harness, ttl: Any) -> None:
         await harness.ledger.sessions.create("run")
         with pytest.raises(ValidationError) as raised:
@@ -741,6 +748,7 @@ class CheckpointExpiryContract:
             assert await ledger.checkpoints.purge_expired() == 0
 
 
+@tier("driver")
 class CheckpointConcurrencyContract:
     """Concurrent resumers and savers of one session."""
 

@@ -18,7 +18,7 @@ from agentledger import (
     ValidationError,
 )
 
-from .harness import Harness
+from .harness import Harness, tier
 
 T0 = datetime(2026, 5, 1, 9, 0, 0, 250000, tzinfo=UTC)
 
@@ -71,6 +71,7 @@ class AppendResultContract:
         ],
         ids=["record", "dict"],
     )
+    @tier("logic")
     async def test_a_naive_created_at_is_refused_naming_it(
         self, harness: Harness, message: Any
     ) -> None:
@@ -134,6 +135,7 @@ class PopContract:
             await harness.ledger.messages.pop("nobody")
 
     @pytest.mark.parametrize("n", [0, -1, True, 1.0], ids=["zero", "negative", "bool", "float"])
+    @tier("logic")
     async def test_a_bad_count_is_refused_naming_n(self, harness: Harness, n: Any) -> None:
         await harness.ledger.sessions.create("count")
         with pytest.raises(ValidationError) as raised:
@@ -175,6 +177,7 @@ class MessageTimeContract:
         with pytest.raises(NotFoundError):
             await harness.ledger.messages.before("nobody", T0)
 
+    @tier("logic")
     async def test_a_naive_instant_is_refused_naming_it(self, harness: Harness) -> None:
         with pytest.raises(ValidationError) as raised:
             await harness.ledger.messages.since("any", datetime(2026, 1, 1))
@@ -262,6 +265,7 @@ class AppendWithStateContract:
         ],
         ids=["infinity", "jsonb-float", "text"],
     )
+    @tier("logic")
     async def test_a_bad_state_delta_is_refused_naming_it(
         self, harness: Harness, delta: Any, path: str
     ) -> None:
@@ -299,6 +303,7 @@ class StepQueryContract:
         with pytest.raises(NotFoundError):
             await harness.ledger.steps.by_kind("nobody", "tool")
 
+    @tier("logic")
     async def test_a_bad_kind_or_limit_is_refused_naming_it(self, harness: Harness) -> None:
         with pytest.raises(ValidationError) as raised:
             await harness.ledger.steps.by_kind("any", "t\x00ol")
@@ -338,6 +343,7 @@ class ConversationReadContract:
             await harness.ledger.messages.conversation("nobody")
 
     @pytest.mark.parametrize("last", [0, -1, 2**31, True])
+    @tier("logic")
     async def test_conversation_refuses_a_last_out_of_range(
         self, harness: Harness, last: Any
     ) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from agentledger import NotFoundError, ValidationError
 
-from .harness import Harness
+from .harness import Harness, tier
 
 LONG_CAPABILITY = "shell:" + "x" * 4090
 
@@ -43,6 +43,7 @@ class GrantContract:
     @pytest.mark.parametrize(
         "bad", ["", "nul\x00", "lone \ud800"], ids=["empty", "nul", "surrogate"]
     )
+    @tier("logic")
     async def test_an_unstorable_capability_is_refused(self, harness: Harness, bad: str) -> None:
         await harness.ledger.sessions.create("g")
         with pytest.raises(ValidationError):
@@ -65,6 +66,7 @@ class GrantContract:
         assert await harness.ledger.grants.is_granted("g", "tool:old") is False
         assert [g.capability for g in await harness.ledger.grants.active("g")] == ["tool:new"]
 
+    @tier("logic")
     async def test_a_naive_expiry_is_refused(self, harness: Harness) -> None:
         await harness.ledger.sessions.create("g")
         with pytest.raises(ValidationError):

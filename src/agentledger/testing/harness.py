@@ -40,6 +40,41 @@ REPOSITORIES = (
     "user_state",
 )
 Hook = Literal["reopen", "configured", "caller_transaction"]
+Tier = Literal["logic", "dialect", "driver"]
+"""How widely a contract test needs to run (see ``tier``)."""
+TIERS: tuple[Tier, ...] = ("logic", "dialect", "driver")
+_TIER_ATTRIBUTE = "__agentledger_tier__"
+Declared = TypeVar("Declared")
+
+
+def tier(name: Tier) -> Callable[[Declared], Declared]:
+    """Declare how widely a contract test (a method, or every method of a class) needs
+    to run, so a store on several databases runs each test only where it can differ:
+
+    - ``"logic"``: its behaviour cannot differ by database, driver or API (input refused
+      before any SQL, cursors, limits): one store is enough.
+    - ``"dialect"``, the default: it may differ by database (types, JSON, statements,
+      locks): once on each database.
+    - ``"driver"``: it may differ by driver or API too (concurrent writers, a caller's
+      own transaction, snapshots): on every driver of every database, sync and async.
+
+    A method's tier overrides its class's. A store on one database can ignore tiers;
+    agentledger's own suite reads them with ``tier_of``.
+    """
+    if name not in TIERS:
+        raise ValueError(f"a tier is one of {', '.join(TIERS)}, got {name!r}")
+
+    def declare(target: Declared) -> Declared:
+        setattr(target, _TIER_ATTRIBUTE, name)
+        return target
+
+    return declare
+
+
+def tier_of(function: Callable[..., Any], cls: type | None = None) -> Tier:
+    """The tier declared on a test ``function`` or on its ``cls``, else ``"dialect"``."""
+    declared = getattr(function, _TIER_ATTRIBUTE, None) or getattr(cls, _TIER_ATTRIBUTE, None)
+    return declared or "dialect"
 
 
 def drive(coroutine: Coroutine[Any, Any, T]) -> T:

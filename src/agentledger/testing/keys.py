@@ -9,7 +9,7 @@ import pytest
 
 from agentledger import ConflictError, NewMessage, NewStep, NotFoundError, ValidationError
 
-from .harness import Harness
+from .harness import Harness, tier
 
 EMAIL = "ana.lima+agents@example.com"
 
@@ -65,6 +65,7 @@ class SessionKeyContract:
         assert first.id == again.id == "chosen-id"
         assert (again.title, again.state, again.external_key) == ("Trip", {"n": 1}, "thread-7")
 
+    @tier("driver")
     async def test_concurrent_get_or_create_by_key_makes_one_session(
         self, harness: Harness
     ) -> None:
@@ -152,6 +153,7 @@ class SessionKeyContract:
             "empty-app",
         ],
     )
+    @tier("logic")
     async def test_a_bad_key_or_scope_is_refused_naming_the_field(
         self, harness: Harness, arguments: dict[str, Any], path: str
     ) -> None:
@@ -166,6 +168,7 @@ class SessionKeyContract:
     @pytest.mark.parametrize(
         "key", ["a\x00b", "x" * 1025, "", "\udfff"], ids=["nul", "too-long", "empty", "surrogate"]
     )
+    @tier("logic")
     async def test_create_refuses_a_bad_key_naming_external_key(
         self, harness: Harness, key: str
     ) -> None:
@@ -179,6 +182,7 @@ class SessionKeyContract:
         created = await harness.ledger.sessions.create(external_key=key, user_id=EMAIL)
         assert (await harness.ledger.sessions.get_by_key(key, user_id=EMAIL)).id == created.id
 
+    @tier("logic")
     async def test_an_unknown_listing_include_is_refused(self, harness: Harness) -> None:
         with pytest.raises(ValidationError) as raised:
             await harness.ledger.sessions.list(include=["messages"])
@@ -247,6 +251,7 @@ class IdempotentAppendContract:
             await harness.ledger.messages.append(id, said(f"in {id}", "same-key"))
         assert [m.content for m in await harness.ledger.messages.all("two")] == ["in two"]
 
+    @tier("driver")
     async def test_concurrent_appends_of_one_key_store_one_row(self, harness: Harness) -> None:
         await harness.ledger.sessions.create("racing")
         barrier = harness.barrier(8)
@@ -259,6 +264,7 @@ class IdempotentAppendContract:
         assert set(await harness.concurrently(8, appender)) == {1}
         assert len(await harness.ledger.messages.all("racing")) == 1
 
+    @tier("logic")
     async def test_a_key_repeated_within_a_batch_is_refused(self, harness: Harness) -> None:
         await harness.ledger.sessions.create("twice")
         with pytest.raises(ValidationError) as raised:
@@ -270,6 +276,7 @@ class IdempotentAppendContract:
         [("k" * 256, "messages[0].external_key"), ("a\x00", "messages[0].external_key")],
         ids=["too-long", "nul"],
     )
+    @tier("logic")
     async def test_a_bad_message_key_is_refused_naming_it(
         self, harness: Harness, key: str, path: str
     ) -> None:
@@ -299,6 +306,7 @@ class IdempotentAppendContract:
         assert raised.value.reason == "duplicate"
         assert await harness.ledger.steps.count("step-dup") == 1
 
+    @tier("driver")
     async def test_concurrent_step_appends_of_one_key_store_one_row(self, harness: Harness) -> None:
         await harness.ledger.sessions.create("step-race")
         barrier = harness.barrier(8)

@@ -8,7 +8,7 @@ import pytest
 
 from agentledger import ConflictError, NewMessage, NotFoundError, ValidationError
 
-from .harness import Harness
+from .harness import Harness, tier
 
 CONTENTS: list[Any] = [
     "plain text",
@@ -157,6 +157,7 @@ class MessageContract:
             await harness.ledger.messages.window("nobody")
 
     @pytest.mark.parametrize(("n", "name"), [(0, "n"), (-1, "n"), (2**31, "n"), (True, "n")])
+    @tier("logic")
     async def test_a_count_out_of_range_is_refused(
         self, harness: Harness, n: Any, name: str
     ) -> None:
@@ -203,6 +204,7 @@ class MessageContract:
         ],
         ids=["nan", "nul", "tuple", "empty-role", "unknown-field"],
     )
+    @tier("logic")
     async def test_an_invalid_message_is_refused_by_its_path_and_none_is_stored(
         self, harness: Harness, message: dict[str, Any], path: str
     ) -> None:
@@ -224,6 +226,7 @@ class MessageContract:
         assert (stored.revision, stored.state, stored.message_count) == (3, {"asked": 1}, 1)
 
 
+@tier("driver")
 class MessageConcurrencyContract:
     """Concurrent appenders of one conversation."""
 

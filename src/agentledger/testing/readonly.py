@@ -10,7 +10,7 @@ import pytest
 
 from agentledger import NewMessage, UsageError, ValidationError
 
-from .harness import Harness
+from .harness import Harness, tier
 
 
 class _Signal:
@@ -36,6 +36,7 @@ class _Signal:
         return True
 
 
+@tier("driver")
 class ReadOnlyUnitOfWorkContract:
     """``unit_of_work(readonly=True)``."""
 
@@ -77,6 +78,7 @@ class ReadOnlyUnitOfWorkContract:
         assert seen["app"] == 0
         assert [m.content for m in await ledger.messages.all("snap")] == ["before", "after"]
 
+    @tier("logic")
     async def test_a_write_is_refused(self, harness: Harness) -> None:
         await harness.ledger.sessions.create("ro")
         async with harness.ledger.unit_of_work(readonly=True) as uow:
@@ -100,6 +102,7 @@ class ReadOnlyUnitOfWorkContract:
             assert (await uow.user_state.get("app", "u")).revision == 0
             assert await uow.steps.count("reads") == 0
 
+    @tier("logic")
     async def test_it_cannot_join_a_caller_transaction(self, harness: Harness) -> None:
         async with harness.require("caller_transaction")() as caller:
             with pytest.raises(ValidationError) as raised:

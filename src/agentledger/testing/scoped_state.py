@@ -8,7 +8,7 @@ import pytest
 
 from agentledger import ConflictError, StateDelta, ValidationError
 
-from .harness import Harness
+from .harness import Harness, tier
 
 
 class ScopedStateContract:
@@ -118,6 +118,7 @@ class ScopedStateContract:
         ],
         ids=["nan", "tuple", "set-not-object", "bare-dict", "list", "set-and-delete", "nul-key"],
     )
+    @tier("logic")
     async def test_a_bad_delta_is_refused_naming_the_field(
         self, harness: Harness, delta: Any, path: str
     ) -> None:
@@ -136,6 +137,7 @@ class ScopedStateContract:
         ],
         ids=["empty-app", "no-user", "long-app", "nul-user"],
     )
+    @tier("logic")
     async def test_a_missing_or_bad_scope_is_refused_naming_it(
         self, harness: Harness, scope: tuple[Any, Any], path: str
     ) -> None:
@@ -146,11 +148,13 @@ class ScopedStateContract:
             await harness.ledger.user_state.merge(*scope, {"set": {"k": 1}})
         assert raised.value.path == path
 
+    @tier("logic")
     async def test_app_state_needs_an_app_name(self, harness: Harness) -> None:
         with pytest.raises(ValidationError) as raised:
             await harness.ledger.app_state.merge(None, {"set": {"k": 1}})
         assert raised.value.path == "app_name"
 
+    @tier("logic")
     async def test_save_refuses_state_that_is_not_json(self, harness: Harness) -> None:
         read = await harness.ledger.app_state.get("app")
         with pytest.raises(ValidationError) as raised:
@@ -158,6 +162,7 @@ class ScopedStateContract:
         assert raised.value.path == "state['s']"
 
 
+@tier("driver")
 class ScopedStateConcurrencyContract:
     """Concurrent writers of one scope's state."""
 

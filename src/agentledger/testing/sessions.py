@@ -25,7 +25,7 @@ from agentledger import (
     ValidationError,
 )
 
-from .harness import Harness
+from .harness import Harness, tier
 
 BAD_IDS = [
     "",
@@ -88,6 +88,7 @@ class SessionContract:
         assert (await harness.ledger.sessions.get("taken")).title == "first"
 
     @pytest.mark.parametrize("bad", BAD_IDS, ids=repr)
+    @tier("logic")
     async def test_an_invalid_id_is_refused(self, harness: Harness, bad: str) -> None:
         with pytest.raises(InvalidIdError):
             await harness.ledger.sessions.create(bad)
@@ -100,12 +101,14 @@ class SessionContract:
         assert (await harness.ledger.sessions.get("Session-1")).title == "upper"
         assert (await harness.ledger.sessions.get("session-1")).title == "lower"
 
+    @tier("logic")
     async def test_state_that_is_not_json_is_refused_naming_the_key(self, harness: Harness) -> None:
         with pytest.raises(ValidationError) as raised:
             await harness.ledger.sessions.create("bad-state", state={"ok": 1, "when": {1, 2}})
         assert "state['when']" in str(raised.value)
         assert not await harness.ledger.sessions.exists("bad-state")
 
+    @tier("logic")
     async def test_a_title_over_512_characters_is_refused(self, harness: Harness) -> None:
         with pytest.raises(ValidationError):
             await harness.ledger.sessions.create("long", title="t" * 513)
@@ -130,10 +133,12 @@ class SessionContract:
         assert again == made
         assert again.title == "first"
 
+    @tier("logic")
     async def test_get_or_create_refuses_unknown_fields(self, harness: Harness) -> None:
         with pytest.raises(ValidationError):
             await harness.ledger.sessions.get_or_create("goc", colour="red")
 
+    @tier("driver")
     async def test_concurrent_get_or_create_makes_one_session(self, harness: Harness) -> None:
         barrier = harness.barrier(8)
 
@@ -201,6 +206,7 @@ class SessionContract:
         assert raised.value.reason == "deleted"
         assert not await harness.ledger.sessions.exists("gone")
 
+    @tier("logic")
     async def test_save_validates_an_edited_state(self, harness: Harness) -> None:
         record = await harness.ledger.sessions.create("edit")
         with pytest.raises(ValidationError) as raised:
@@ -302,6 +308,7 @@ class ListingContract:
         assert sorted(seen) == sorted(ids)
         assert len(seen) == len(set(seen))
 
+    @tier("logic")
     async def test_a_tampered_cursor_is_a_validation_error(self, harness: Harness) -> None:
         await self._make(harness, 3)
         page = await harness.ledger.sessions.list(limit=1)
@@ -315,6 +322,7 @@ class ListingContract:
             with pytest.raises(ValidationError):
                 await harness.ledger.sessions.list(limit=1, cursor=bad)
 
+    @tier("logic")
     async def test_a_cursor_from_another_listing_is_refused(self, harness: Harness) -> None:
         await self._make(harness, 3, user_id="u")
         page = await harness.ledger.sessions.list(limit=1)
@@ -322,6 +330,7 @@ class ListingContract:
             await harness.ledger.sessions.list(limit=1, user_id="u", cursor=page.next_cursor)
 
     @pytest.mark.parametrize("limit", [0, -1, 1001, True])
+    @tier("logic")
     async def test_a_limit_out_of_range_is_refused(self, harness: Harness, limit: int) -> None:
         with pytest.raises(ValidationError):
             await harness.ledger.sessions.list(limit=limit)
@@ -415,6 +424,7 @@ class UnitOfWorkContract:
                 async with harness.ledger.unit_of_work():
                     pass
 
+    @tier("driver")
     async def test_two_readers_then_two_savers_exactly_one_conflicts(
         self, harness: Harness
     ) -> None:
@@ -433,6 +443,7 @@ class UnitOfWorkContract:
         assert raised.value.reason == "stale"
         assert (await harness.ledger.sessions.get("race")).state == {"by": "first"}
 
+    @tier("driver")
     async def test_concurrent_savers_of_one_revision_exactly_one_wins(
         self, harness: Harness
     ) -> None:
@@ -482,6 +493,7 @@ class UnitOfWorkContract:
             await harness.ledger.run(always_stale, retries=2)
         assert len(calls) == 3
 
+    @tier("logic")
     async def test_run_does_not_retry_a_validation_error(self, harness: Harness) -> None:
         calls = []
 
@@ -494,6 +506,7 @@ class UnitOfWorkContract:
         assert len(calls) == 1
 
     @pytest.mark.parametrize("orm", [False, True], ids=["connection", "orm-session"])
+    @tier("driver")
     async def test_a_joined_unit_of_work_commits_with_its_caller(
         self, harness: Harness, orm: bool
     ) -> None:
@@ -504,6 +517,7 @@ class UnitOfWorkContract:
         assert await harness.ledger.sessions.exists("joined")
 
     @pytest.mark.parametrize("orm", [False, True], ids=["connection", "orm-session"])
+    @tier("driver")
     async def test_a_joined_unit_of_work_whose_caller_rolls_back_leaves_nothing(
         self, harness: Harness, orm: bool
     ) -> None:
@@ -514,6 +528,7 @@ class UnitOfWorkContract:
         assert not await harness.ledger.sessions.exists("joined-then-rolled-back")
 
     @pytest.mark.parametrize("orm", [False, True], ids=["connection", "orm-session"])
+    @tier("driver")
     async def test_a_failing_joined_unit_of_work_leaves_the_caller_usable(
         self, harness: Harness, orm: bool
     ) -> None:
@@ -530,6 +545,7 @@ class UnitOfWorkContract:
         assert not await harness.ledger.sessions.exists("undone")
 
 
+@tier("driver")
 class ConcurrencyContract:
     """Many writers, one session: no update is ever lost."""
 

@@ -9,7 +9,7 @@ import pytest
 
 from agentledger import NewStep, NotFoundError, RunSummary, TokenUsage, ValidationError
 
-from .harness import Harness
+from .harness import Harness, tier
 
 
 def model_step(index: int, *, tokens: int = 10, model: str = "m1", **fields: Any) -> NewStep:
@@ -107,6 +107,7 @@ class StepContract:
         ],
         ids=["inf", "nul", "set", "naive-time", "negative-tokens", "empty-kind"],
     )
+    @tier("logic")
     async def test_an_invalid_step_is_refused_by_its_path_and_none_is_stored(
         self, harness: Harness, step: dict[str, Any], path: str
     ) -> None:
@@ -169,6 +170,7 @@ class UsageContract:
         assert (await usage(until=start + timedelta(days=1))).input_tokens == 10
         assert (await usage(user_id="nobody")).total_tokens == 0
 
+    @tier("logic")
     async def test_a_naive_bound_is_refused(self, harness: Harness) -> None:
         with pytest.raises(ValidationError):
             await harness.ledger.steps.usage(since=datetime(2026, 1, 1))
@@ -191,6 +193,7 @@ class UsageContract:
         assert [(g.key, g.usage.input_tokens) for g in users] == [("bob", 40), ("ada", 30)]
         assert [g.key for g in await by("model", user_id="ada", **everything)] == ["small", "big"]
 
+    @tier("logic")
     async def test_usage_by_an_unknown_grouping_is_refused(self, harness: Harness) -> None:
         now = datetime(2026, 3, 1, tzinfo=UTC)
         with pytest.raises(ValidationError, match="by must be one of"):
@@ -241,6 +244,7 @@ class FinalizeContract:
             await harness.ledger.sessions.finalize("gone", RunSummary(status="completed"))
         assert not await harness.ledger.sessions.exists("gone")
 
+    @tier("logic")
     async def test_an_unknown_status_is_refused(self, harness: Harness) -> None:
         await harness.ledger.sessions.create("odd")
         with pytest.raises(ValidationError):
@@ -257,6 +261,7 @@ class FinalizeContract:
         ]
 
 
+@tier("driver")
 class StepConcurrencyContract:
     """Concurrent appenders of steps never conflict and never lose a token."""
 

@@ -11,11 +11,9 @@ import pytest
 from agentledger.integrations.adk import LedgerSessionService
 
 from ._writer import APP, SESSION, USER, write
-from .conftest import SHARED_BACKENDS, backend_params
 
 WRITERS = 8
 ROUNDS = 5
-SQLITE_AND_POSTGRESQL = [b for b in SHARED_BACKENDS if b.dialect in ("sqlite", "postgresql")]
 
 
 async def _create(url: str) -> None:
@@ -33,7 +31,7 @@ async def _totals(url: str) -> tuple[list[int], int]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("shared_url", backend_params(SQLITE_AND_POSTGRESQL), indirect=True)
+@pytest.mark.databases("sqlite", "postgresql")
 def test_no_writer_is_accepted_on_top_of_state_it_had_not_seen(shared_url: str) -> None:
     asyncio.run(_create(shared_url))
     fork = multiprocessing.get_context("fork")

@@ -24,6 +24,7 @@ from google.genai import types
 from agentledger import AsyncLedger, ValidationError
 from agentledger.integrations import framework_of
 from agentledger.integrations.adk import LedgerSessionService
+from agentledger.testing import tier
 
 APP, USER = "travel agent", "ada@example.com"
 T0 = 1_780_000_000.0
@@ -124,6 +125,7 @@ async def test_create_splits_state_into_app_user_and_session_state_and_drops_tem
     assert (await reread(service, session)).state == merged
 
 
+@tier("driver")
 async def test_concurrent_creators_of_one_id_make_one_session(
     service: LedgerSessionService, ledger: AsyncLedger
 ) -> None:
@@ -143,6 +145,7 @@ async def test_concurrent_creators_of_one_id_make_one_session(
     [{"when": datetime(2026, 1, 1, tzinfo=UTC)}, {"app:n": float("nan")}, {"user:s": {1, 2}}],
     ids=["datetime", "nan-app", "set-user"],
 )
+@tier("logic")
 async def test_create_refuses_state_that_is_not_json_and_stores_nothing(
     service: LedgerSessionService, ledger: AsyncLedger, state: dict[str, Any]
 ) -> None:
@@ -154,6 +157,7 @@ async def test_create_refuses_state_that_is_not_json_and_stores_nothing(
 
 
 @pytest.mark.parametrize("field", ["app_name", "user_id"])
+@tier("logic")
 async def test_create_refuses_an_app_name_or_user_id_over_255_characters(
     service: LedgerSessionService, ledger: AsyncLedger, field: str
 ) -> None:
@@ -478,6 +482,7 @@ async def test_a_session_object_not_read_from_the_service_must_end_with_the_stor
     [{"when": datetime(2026, 1, 1, tzinfo=UTC)}, {"app:n": float("inf")}, {"user:b": b"x"}],
     ids=["datetime", "inf-app", "bytes-user"],
 )
+@tier("logic")
 async def test_append_refuses_a_state_delta_that_is_not_json_and_stores_nothing(
     service: LedgerSessionService, ledger: AsyncLedger, delta: dict[str, Any]
 ) -> None:
@@ -490,6 +495,7 @@ async def test_append_refuses_a_state_delta_that_is_not_json_and_stores_nothing(
     assert (await ledger.user_state.get(APP, USER)).revision == 0
 
 
+@tier("logic")
 async def test_append_refuses_an_event_that_cannot_be_serialized(
     service: LedgerSessionService,
 ) -> None:
