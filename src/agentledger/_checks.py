@@ -18,8 +18,8 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, and_, or_
 
+from ._limits import MAX_SCOPE_LENGTH
 from .errors import ValidationError
-from .models.session import MAX_SCOPE_LENGTH
 
 MAX_CURSOR_LENGTH = 1024
 

@@ -1,10 +1,18 @@
-"""Session id rules and time-sortable id generation; pure functions, no I/O."""
+"""Session id rules, time-sortable id generation and framework ids; pure, no I/O.
+
+A session made by a framework adapter (``agentledger.integrations``) gets the id
+``<framework>.<ULID>`` (the framework's own key is the session's external key), so the
+CLI, the viewer and plain SQL can tell a LangGraph thread from an ADK session without
+a column of their own: ``framework_of`` reads it back, ``framework_id_prefix`` is what
+a ``LIKE`` filter matches.
+"""
 
 from __future__ import annotations
 
 import os
 import re
 from datetime import datetime
+from typing import Final, Literal, get_args
 
 from .errors import InvalidIdError
 
@@ -44,3 +52,29 @@ def new_id(now: datetime) -> str:
         chars.append(_CROCKFORD[number & 31])
         number >>= 5
     return "".join(reversed(chars))
+
+
+Framework = Literal["langgraph", "openai-agents", "adk"]
+FRAMEWORKS: Final[tuple[Framework, ...]] = get_args(Framework)
+
+
+def new_session_id(framework: Framework, now: datetime) -> str:
+    """A new session id marked as made by ``framework``'s adapter, time-sortable by
+    ``now`` (the ledger's clock)."""
+    if framework not in FRAMEWORKS:
+        raise ValueError(f"unknown framework {framework!r}: use one of {', '.join(FRAMEWORKS)}")
+    return f"{framework}.{new_id(now)}"
+
+
+def framework_of(session_id: str) -> Framework | None:
+    """The framework whose adapter made the session ``session_id``, None for any other."""
+    prefix, dot, _ = session_id.partition(".")
+    for framework in FRAMEWORKS:
+        if dot and prefix == framework:
+            return framework
+    return None
+
+
+def framework_id_prefix(framework: Framework) -> str:
+    """The start every id of ``framework``'s sessions has (for ``id LIKE prefix || '%'``)."""
+    return f"{framework}."

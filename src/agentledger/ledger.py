@@ -76,17 +76,20 @@ from .errors import (
     UsageError,
     ValidationError,
 )
+from .langgraph_records import LANGGRAPH_APP_NAME
 from .repositories import (
     AppStateRepository,
     AsyncAppStateRepository,
     AsyncCheckpointRepository,
     AsyncGrantRepository,
+    AsyncLangGraphRepository,
     AsyncMessageRepository,
     AsyncSessionRepository,
     AsyncStepRepository,
     AsyncUserStateRepository,
     CheckpointRepository,
     GrantRepository,
+    LangGraphRepository,
     MessageRepository,
     SessionRepository,
     StepRepository,
@@ -221,6 +224,14 @@ class Ledger:
     def engine(self) -> Engine:
         """The Engine this ledger runs on."""
         return self._engine
+
+    def langgraph(
+        self, *, app_name: str | None = LANGGRAPH_APP_NAME, user_id: str | None = None
+    ) -> LangGraphRepository:
+        """LangGraph's checkpoints of the threads of one scope (``app_name``,
+        ``user_id``: the scope of their sessions' keys), each operation in its own
+        transaction: the store under ``agentledger.integrations.langgraph``'s savers."""
+        return LangGraphRepository(self, app_name=app_name, user_id=user_id)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -587,6 +598,17 @@ class AsyncLedger:
         """The AsyncEngine this ledger runs on."""
         return self._engine
 
+    def langgraph(
+        self, *, app_name: str | None = LANGGRAPH_APP_NAME, user_id: str | None = None
+    ) -> AsyncLangGraphRepository:
+        """LangGraph's checkpoints of the threads of one scope (``app_name``,
+        ``user_id``: the scope of their sessions' keys), each operation in its own
+        transaction: the store under ``agentledger.integrations.langgraph``'s savers."""
+        host, run = self._ledger_calls()
+        return AsyncLangGraphRepository(
+            LangGraphRepository(host, app_name=app_name, user_id=user_id), run
+        )
+
     @asynccontextmanager
     async def unit_of_work(
         self, *, join: AsyncConnection | AsyncSession | None = None, readonly: bool = False
@@ -633,8 +655,7 @@ class AsyncLedger:
 
     def _ledger_calls(self) -> tuple[Ledger, Runner]:
         """The sync ledger ledger-level calls run on and how they are run: the twin in
-        a thread hop, or (without one) ``sync_ledger`` in a greenlet (for the parts
-        that build a repository of their own on the ledger, e.g. LangGraph's)."""
+        a thread hop, or (without one) ``sync_ledger`` in a greenlet."""
         if self._twin is not None and self._hop is not None:
             return self._twin, self._hop
         return self.sync_ledger, in_greenlet

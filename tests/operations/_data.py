@@ -15,7 +15,6 @@ from sqlalchemy.pool import NullPool
 from agentledger import Ledger, RunSummary
 from agentledger.models import metadata
 from agentledger.models.types import JSONDocument, json_text
-from agentledger.repositories.langgraph import LangGraphRepository
 
 PLUS_14 = timezone(timedelta(hours=14))
 START = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
@@ -135,7 +134,7 @@ def populate(ledger: Ledger, *, prefix: str = "s") -> None:
 def _langgraph_thread(ledger: Ledger, thread: str) -> None:
     """LangGraph rows on the rich session (its key is the thread id): two checkpoints in
     two namespaces, every byte value in a blob, an empty channel, a special write."""
-    threads = LangGraphRepository(ledger, app_name="app.one", user_id="user-1")
+    threads = ledger.langgraph(app_name="app.one", user_id="user-1")
     threads.put(
         thread,
         "",

@@ -24,7 +24,6 @@ from agentledger import AsyncLedger, Ledger, ValidationError
 from agentledger.integrations.adk import LedgerSessionService
 from agentledger.integrations.langgraph import LedgerSaver
 from agentledger.integrations.openai_agents import LedgerSession
-from agentledger.repositories.langgraph import LangGraphRepository
 from agentledger.ui import create_app
 
 from ._data import HOSTILE, NOW
@@ -76,7 +75,7 @@ def _langgraph_thread(url: URL) -> str:
         notes.append((1, "summary", ("json", json.dumps({"s": "tea " * 300}).encode())))
         # Compressed small, too large to show once decompressed: its type and size.
         notes.append((2, "essay", ("json", json.dumps({"s": "tea " * 2000}).encode())))
-        LangGraphRepository(ledger).put_writes("essay-1", "", latest, "task-json", notes)
+        ledger.langgraph().put_writes("essay-1", "", latest, "task-json", notes)
         return ledger.sessions.get_by_key("essay-1", app_name="langgraph").id
 
 
@@ -258,4 +257,4 @@ def test_the_viewers_read_of_a_thread_refuses_a_bad_limit_naming_it(
     migrated_url: URL, made: dict[str, str], limits: dict[str, int], named: str
 ) -> None:
     with Ledger(migrated_url) as ledger, pytest.raises(ValidationError, match=named):
-        LangGraphRepository(ledger).session_rows(made["langgraph"], **limits)
+        ledger.langgraph().session_rows(made["langgraph"], **limits)

@@ -32,10 +32,14 @@ PAIRS = [
     (Transfer, AsyncTransfer),
     (Retention, AsyncRetention),
     *REPOSITORIES.values(),
+    (repositories.LangGraphRepository, repositories.AsyncLangGraphRepository),
 ]
-CONTEXT_TYPED = {"unit_of_work", "run", "in_memory", "copy_to"}
+CONTEXT_TYPED = {"unit_of_work", "run", "in_memory", "copy_to", "langgraph"}
 """Same parameter names, other types (Connection vs AsyncConnection, a coroutine fn, an
-AsyncLedger as the target)."""
+AsyncLedger as the target, the repository's async face)."""
+MADE_AT_ONCE = {"in_memory", "unit_of_work", "langgraph"}
+"""Async members that give their object at once: a ledger, a context manager, a
+repository whose calls are awaited."""
 
 
 def public_methods(cls: type) -> dict[str, Any]:
@@ -91,7 +95,7 @@ def test_each_async_method_has_its_sync_twins_docstring(sync: type, async_: type
 @pytest.mark.parametrize(("sync", "async_"), PAIRS, ids=lambda cls: cls.__name__)
 def test_each_async_method_is_awaitable_or_async_iterable(sync: type, async_: type) -> None:
     for name, member in public_methods(async_).items():
-        if name in ("in_memory", "unit_of_work"):
+        if name in MADE_AT_ONCE:
             continue
         assert inspect.iscoroutinefunction(member) or inspect.isasyncgenfunction(member), name
 

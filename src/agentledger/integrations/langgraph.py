@@ -41,16 +41,11 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from sqlalchemy.engine import URL
 
 from ..errors import UsageError
+from ..langgraph_records import LANGGRAPH_APP_NAME, PruneStrategy, StoredCheckpoint
 from ..ledger import AsyncLedger, Ledger
-from ..repositories.langgraph import (
-    AsyncLangGraphRepository,
-    LangGraphRepository,
-    PruneStrategy,
-    StoredCheckpoint,
-)
 
 T = TypeVar("T")
-DEFAULT_APP_NAME = "langgraph"
+DEFAULT_APP_NAME = LANGGRAPH_APP_NAME
 """The app_name of the threads' sessions unless a saver is given another."""
 
 
@@ -211,7 +206,7 @@ class LedgerSaver(_Codec):
         super().__init__(serde=serde)
         self.ledger = ledger
         """The ledger the threads are stored in."""
-        self._threads = LangGraphRepository(ledger, app_name=app_name, user_id=user_id)
+        self._threads = ledger.langgraph(app_name=app_name, user_id=user_id)
 
     @classmethod
     @contextmanager
@@ -367,9 +362,7 @@ class AsyncLedgerSaver(_Codec):
         super().__init__(serde=serde)
         self.ledger = ledger
         """The ledger the threads are stored in."""
-        host, run = ledger._ledger_calls()
-        sync = LangGraphRepository(host, app_name=app_name, user_id=user_id)
-        self._threads = AsyncLangGraphRepository(sync, run)
+        self._threads = ledger.langgraph(app_name=app_name, user_id=user_id)
         self._loop: asyncio.AbstractEventLoop | None = None
 
     @classmethod

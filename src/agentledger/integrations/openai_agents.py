@@ -42,11 +42,11 @@ from sqlalchemy import Engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .._checks import text_problem
+from .._limits import MAX_ROW_KEY_LENGTH
 from ..clock import system_clock
 from ..errors import ConflictError, NotFoundError, UsageError, ValidationError
 from ..ids import new_id
 from ..ledger import AsyncLedger
-from ..models.message import MAX_ROW_KEY_LENGTH
 from ..records import Message, NewMessage, NewStep, RunSummary, SessionRecord, TokenUsage
 from ..uow import AsyncUnitOfWork
 from . import Framework, framework_of, new_session_id

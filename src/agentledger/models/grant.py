@@ -8,13 +8,12 @@ from typing import TYPE_CHECKING
 from sqlalchemy import ForeignKey, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
+from .._limits import MAX_CAPABILITY_LENGTH as MAX_CAPABILITY_LENGTH
 from .base import MYSQL_TABLE_ARGS, Base
 from .types import BigIntId, Identifier, UTCDateTime
 
 if TYPE_CHECKING:
     from .session import AgentSession
-
-MAX_CAPABILITY_LENGTH = 4096
 
 
 class AgentGrant(Base):

@@ -16,21 +16,14 @@ from typing import Any
 from sqlalchemy import ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
+from .._limits import MAX_CHANNEL_LENGTH as MAX_CHANNEL_LENGTH
+from .._limits import MAX_CHECKPOINT_ID_LENGTH as MAX_CHECKPOINT_ID_LENGTH
+from .._limits import MAX_NAMESPACE_LENGTH as MAX_NAMESPACE_LENGTH
+from .._limits import MAX_TASK_ID_LENGTH as MAX_TASK_ID_LENGTH
+from .._limits import MAX_TYPE_LENGTH as MAX_TYPE_LENGTH
+from .._limits import MAX_VERSION_LENGTH as MAX_VERSION_LENGTH
 from .base import MYSQL_TABLE_ARGS, Base
 from .types import Binary, Identifier, JSONDocument, JSONState, OrderedIdentifier, UTCDateTime
-
-MAX_NAMESPACE_LENGTH = 255
-"""The longest checkpoint namespace (characters): a subgraph path ``node:task|...``."""
-MAX_CHECKPOINT_ID_LENGTH = 64
-"""The longest checkpoint id (LangGraph's are 36-character UUIDs)."""
-MAX_TASK_ID_LENGTH = 255
-"""The longest task id of a pending write."""
-MAX_CHANNEL_LENGTH = 255
-"""The longest channel name."""
-MAX_VERSION_LENGTH = 128
-"""The longest channel version, as text."""
-MAX_TYPE_LENGTH = 64
-"""The longest serializer type tag (``msgpack``, ``json``, ``bytes``...)."""
 
 _SESSION_FK = "agentledger_sessions.id"
 

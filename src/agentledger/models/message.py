@@ -8,13 +8,10 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import ForeignKey, Index, Integer, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
+from .._limits import MAX_ROLE_LENGTH as MAX_ROLE_LENGTH
+from .._limits import MAX_ROW_KEY_LENGTH as MAX_ROW_KEY_LENGTH
 from .base import MYSQL_TABLE_ARGS, Base
 from .types import BigIntId, Identifier, JSONDocument, UTCDateTime
-
-MAX_ROLE_LENGTH = 255
-"""The longest role of a message (characters)."""
-MAX_ROW_KEY_LENGTH = 255
-"""The longest external key of a message or a step (characters)."""
 
 if TYPE_CHECKING:
     from .session import AgentSession

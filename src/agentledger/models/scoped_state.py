@@ -14,8 +14,8 @@ from typing import Any
 from sqlalchemy import Integer
 from sqlalchemy.orm import Mapped, mapped_column
 
+from .._limits import MAX_SCOPE_LENGTH
 from .base import MYSQL_TABLE_ARGS, Base
-from .session import MAX_SCOPE_LENGTH
 from .types import Identifier, JSONState, UTCDateTime
 
 

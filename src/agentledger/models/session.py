@@ -8,13 +8,10 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import BigInteger, Index, Integer, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, WriteOnlyMapped, mapped_column, relationship
 
+from .._limits import MAX_EXTERNAL_KEY_LENGTH as MAX_EXTERNAL_KEY_LENGTH
+from .._limits import MAX_SCOPE_LENGTH as MAX_SCOPE_LENGTH
 from .base import MYSQL_TABLE_ARGS, Base
 from .types import Identifier, JSONDocument, JSONState, UTCDateTime
-
-MAX_SCOPE_LENGTH = 255
-"""The longest app_name or user_id (characters)."""
-MAX_EXTERNAL_KEY_LENGTH = 1024
-"""The longest external key of a session (characters)."""
 
 if TYPE_CHECKING:
     from .checkpoint import AgentCheckpoint

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import BigInteger, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
+from .._limits import MAX_ROW_KEY_LENGTH
 from .base import MYSQL_TABLE_ARGS, Base
-from .message import MAX_ROW_KEY_LENGTH
 from .types import BigIntId, Identifier, JSONDocument, UTCDateTime
 
 if TYPE_CHECKING:

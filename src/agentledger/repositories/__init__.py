@@ -4,6 +4,7 @@ operations (``SessionRepository``...) and, below it, its async face
 
 from .checkpoints import AsyncCheckpointRepository, CheckpointRepository
 from .grants import AsyncGrantRepository, GrantRepository
+from .langgraph import AsyncLangGraphRepository, LangGraphRepository
 from .messages import AsyncMessageRepository, MessageRepository
 from .scoped_state import (
     AppStateRepository,
@@ -19,12 +20,14 @@ __all__ = [
     "AsyncAppStateRepository",
     "AsyncCheckpointRepository",
     "AsyncGrantRepository",
+    "AsyncLangGraphRepository",
     "AsyncMessageRepository",
     "AsyncSessionRepository",
     "AsyncStepRepository",
     "AsyncUserStateRepository",
     "CheckpointRepository",
     "GrantRepository",
+    "LangGraphRepository",
     "MessageRepository",
     "SessionRepository",
     "StepRepository",

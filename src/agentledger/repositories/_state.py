@@ -39,10 +39,10 @@ from sqlalchemy.orm import Session
 from .._checks import bounded_int, checked_text, text_problem
 from .._dialects import insert_if_absent, missing_row_lock_is_safe
 from .._json import Limits, check_object, decode_json
+from .._limits import MAX_SCOPE_LENGTH
 from .._translate import duplicate_as
 from ..errors import ConflictError, CorruptRecordError, ValidationError
 from ..models import AgentAppState, AgentUserState
-from ..models.session import MAX_SCOPE_LENGTH
 from ..models.types import json_text
 from ..records import AppState, StateDelta, UserState, from_stored
 

@@ -13,11 +13,11 @@ from sqlalchemy import Table, delete, or_, select
 from .._checks import checked_text
 from .._concurrency import Runner, in_greenlet
 from .._dialects import upsert_grant
+from .._limits import MAX_CAPABILITY_LENGTH
 from ..clock import utc
 from ..errors import NotFoundError, ValidationError
 from ..ids import validate_id
 from ..models import AgentGrant
-from ..models.grant import MAX_CAPABILITY_LENGTH
 from ..records import Grant
 from ._base import Repository, operation
 from ._session_row import session_exists

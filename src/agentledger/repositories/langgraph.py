@@ -19,9 +19,9 @@ import builtins
 import zlib
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from operator import itemgetter
-from typing import Any, Literal, NamedTuple, cast
+from typing import Any, cast
 
 from sqlalchemy import (
     ColumnElement,
@@ -56,20 +56,31 @@ from .._dialects import (
     upsert_rows,
 )
 from .._json import check_json, decode_json
-from .._translate import duplicate_as
-from ..engine import ONE_STATEMENT_OPTION
-from ..errors import ConflictError, CorruptRecordError, ValidationError
-from ..integrations import new_session_id
-from ..models import AgentLangGraphBlob, AgentLangGraphCheckpoint, AgentLangGraphWrite
-from ..models.langgraph import (
+from .._limits import (
     MAX_CHANNEL_LENGTH,
     MAX_CHECKPOINT_ID_LENGTH,
+    MAX_EXTERNAL_KEY_LENGTH,
     MAX_NAMESPACE_LENGTH,
     MAX_TASK_ID_LENGTH,
     MAX_TYPE_LENGTH,
     MAX_VERSION_LENGTH,
 )
-from ..models.session import MAX_EXTERNAL_KEY_LENGTH
+from .._translate import duplicate_as
+from ..engine import ONE_STATEMENT_OPTION
+from ..errors import ConflictError, CorruptRecordError, ValidationError
+from ..ids import new_session_id
+from ..langgraph_records import (
+    LANGGRAPH_APP_NAME,
+    SHOWN_VALUE_BYTES,
+    CheckpointRow,
+    PruneStrategy,
+    SessionRows,
+    StoredCheckpoint,
+    StoredWrite,
+    Typed,
+    WriteRow,
+)
+from ..models import AgentLangGraphBlob, AgentLangGraphCheckpoint, AgentLangGraphWrite
 from ._base import Repository, Scope, operation
 from ._session_row import SESSIONS
 from .sessions import external_key_hash, keyed_session_id, new_keyed_session
@@ -353,8 +364,6 @@ def _next(rows: Sequence[Any], size: int) -> _Position | None:
 _IN_ONE: dict[tuple[str, bool], Any] = {}
 """The one-statement reads of ``get`` by (dialect, latest), built on first use."""
 
-Typed = tuple[str, bytes]
-"""A value as LangGraph's serializer gives it: ``(type tag, bytes)``."""
 COMPRESSED = "+zlib"
 """Ends the stored type tag of a value stored zlib-compressed (its type tag is the rest),
 as LangGraph's own serializer wrappers mark theirs (``EncryptedSerializer``:
@@ -365,113 +374,6 @@ more. A long thread's growing channel is stored at every step it changes (a list
 1,000 messages: 68 KB of msgpack, each version apart): compressed, 2.8 KB. PostgreSQL
 compresses values over 2 KB itself, 4.4 KB for that one; SQLite stores every byte.
 Smaller values gain less than the call costs."""
-PruneStrategy = Literal["keep_latest", "delete"]
-"""``keep_latest``: the newest checkpoint of each namespace stays; ``delete``: none."""
-
-
-class StoredWrite(NamedTuple):
-    """A pending write as stored (a named tuple: a read makes one per pending write,
-    and a frozen dataclass took about twice as long to make)."""
-
-    task_id: str
-    """The task that wrote it."""
-    channel: str
-    """The channel written."""
-    value: Typed
-    """The serialized value."""
-    task_path: str
-    """The task's path."""
-    idx: int
-    """Its index among the task's writes (negative for special channels)."""
-
-
-class StoredCheckpoint(NamedTuple):
-    """A checkpoint as stored, with its channel values and its pending writes (a named
-    tuple, as ``StoredWrite``: a page of ``list`` makes one per checkpoint, and a frozen
-    dataclass of these nine fields took 1.9 us to make against 0.75)."""
-
-    thread_id: str
-    """The LangGraph thread (the session's external key)."""
-    checkpoint_ns: str
-    """The namespace."""
-    checkpoint_id: str
-    """The checkpoint id."""
-    parent_checkpoint_id: str | None
-    """The checkpoint it was written from."""
-    checkpoint: Typed
-    """The serialized checkpoint, without its channel values."""
-    metadata: dict[str, Any]
-    """Its metadata."""
-    channel_values: dict[str, Typed]
-    """Channel -> serialized value, for the channels that have one."""
-    pending_writes: list[StoredWrite]
-    """The writes pending on it, in LangGraph's order (task path, task id, index)."""
-    channel_versions: dict[str, str]
-    """Channel -> the version the checkpoint has (as stored: text)."""
-
-
-SHOWN_VALUE_BYTES = 4096
-"""The largest ``json``-typed value ``session_rows`` returns the bytes of (others: size)."""
-
-
-@dataclass(frozen=True)
-class CheckpointRow:
-    """A checkpoint row as a viewer lists it: its place in the tree and its metadata,
-    the serialized checkpoint only as its type tag and size."""
-
-    checkpoint_ns: str
-    """The namespace (empty for the root graph)."""
-    checkpoint_id: str
-    """The checkpoint id (time-ordered)."""
-    parent_checkpoint_id: str | None
-    """The checkpoint it was written from."""
-    metadata: dict[str, Any]
-    """Its metadata (source, step, run id...)."""
-    type: str
-    """The serializer's type tag of the checkpoint, as stored (``COMPRESSED`` at its end
-    when stored compressed)."""
-    size: int
-    """The serialized checkpoint's size in bytes, as stored."""
-    created_at: datetime
-    """When it was stored."""
-
-
-@dataclass(frozen=True)
-class WriteRow:
-    """A pending write as a viewer lists it: the value's bytes only when it is ``json``
-    and at most ``SHOWN_VALUE_BYTES`` (else None: show its type and size)."""
-
-    checkpoint_ns: str
-    """The checkpoint's namespace."""
-    checkpoint_id: str
-    """The checkpoint the write is pending on."""
-    task_id: str
-    """The task that wrote it."""
-    idx: int
-    """Its index (negative for special channels: error, interrupt, resume...)."""
-    channel: str
-    """The channel written."""
-    type: str
-    """The serializer's type tag, as stored (``COMPRESSED`` at its end when stored
-    compressed)."""
-    size: int
-    """The serialized value's size in bytes, as stored."""
-    value: bytes | None
-    """The serialized value when small and ``json``-typed."""
-
-
-@dataclass(frozen=True)
-class SessionRows:
-    """A thread's newest checkpoints (newest first, across namespaces) and the pending
-    writes on them, as ``LangGraphRepository.session_rows`` reads them."""
-
-    checkpoints: list[CheckpointRow]
-    """Newest first, at most the limit asked for."""
-    writes: list[WriteRow]
-    """Writes pending on those checkpoints, at most the limit asked for."""
-    more: bool
-    """Whether the thread has older checkpoints than those read."""
-
 
 _Values = dict[tuple[str, str, str, str], Typed]
 _Writes = dict[tuple[str, str, str], list[StoredWrite]]
@@ -554,7 +456,7 @@ class LangGraphRepository(Repository):
     of one scope (``app_name``, ``user_id``: the scope of their sessions' keys)."""
 
     def __init__(
-        self, scope: Scope, *, app_name: str | None = "langgraph", user_id: str | None = None
+        self, scope: Scope, *, app_name: str | None = LANGGRAPH_APP_NAME, user_id: str | None = None
     ) -> None:
         super().__init__(scope)
         self.app_name = app_name

@@ -47,12 +47,12 @@ from .._checks import bounded_int, checked_text
 from .._concurrency import Runner, in_greenlet
 from .._dialects import appends_in_one_statement
 from .._json import canonical, check_object, check_row, decode_json
+from .._limits import MAX_ROW_KEY_LENGTH
 from .._translate import duplicate_as
 from ..clock import utc
 from ..errors import ConflictError, CorruptRecordError, ValidationError
 from ..ids import validate_id
 from ..models import AgentMessage
-from ..models.message import MAX_ROW_KEY_LENGTH
 from ..models.types import json_text
 from ..records import (
     Appended,

@@ -32,12 +32,12 @@ from .._checks import (
 from .._concurrency import Runner, in_greenlet
 from .._dialects import creators_take_turns, insert_session_if_absent
 from .._json import check_json, check_object
+from .._limits import MAX_EXTERNAL_KEY_LENGTH
 from .._translate import duplicate_as
 from ..clock import utc
 from ..errors import ConflictError, NotFoundError, ValidationError
 from ..ids import new_id, validate_id
 from ..models import AgentSession
-from ..models.session import MAX_EXTERNAL_KEY_LENGTH
 from ..records import (
     Page,
     RunSummary,

@@ -23,12 +23,12 @@ from .._checks import bounded_int, checked_text, scope_value
 from .._concurrency import Runner, async_iterate, in_greenlet
 from .._dialects import allocate_step_seqs
 from .._json import canonical, check_row, decode_json
+from .._limits import MAX_ROW_KEY_LENGTH
 from .._translate import duplicate_as
 from ..clock import utc
 from ..errors import ConflictError, CorruptRecordError, NotFoundError, ValidationError
 from ..ids import validate_id
 from ..models import AgentSession, AgentStep
-from ..models.message import MAX_ROW_KEY_LENGTH
 from ..models.types import json_text, utc_day
 from ..records import NewStep, Step, TokenUsage, UsageGroup, from_stored
 from ._base import Repository, operation

@@ -31,16 +31,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..clock import system_clock
-from ..integrations import FRAMEWORKS, Framework, framework_id_prefix, framework_of
-from ..ledger import AsyncLedger
-from ..records import Checkpoint, CheckpointInfo, Message, Step, TokenUsage, UsageGroup
-from ..repositories.langgraph import (
-    AsyncLangGraphRepository,
+from ..ids import FRAMEWORKS, Framework, framework_id_prefix, framework_of
+from ..langgraph_records import (
     CheckpointRow,
-    LangGraphRepository,
     SessionRows,
     WriteRow,
 )
+from ..ledger import AsyncLedger
+from ..records import Checkpoint, CheckpointInfo, Message, Step, TokenUsage, UsageGroup
 
 PAGE_SIZES = (25, 50, 100, 200)
 """The page sizes the sessions page offers (the first is the default)."""
@@ -182,10 +180,8 @@ async def session_page(ledger: AsyncLedger, id: str, *, after: int | None = None
     threads = None
     if session["framework"] == "langgraph":
         # LangGraph keeps its checkpoints in tables of its own: one more read-only read.
-        host, run = ledger._ledger_calls()
-        repository = AsyncLangGraphRepository(LangGraphRepository(host), run)
         threads = langgraph_threads(
-            await repository.session_rows(record.id, checkpoints=CHECKPOINTS_SHOWN)
+            await ledger.langgraph().session_rows(record.id, checkpoints=CHECKPOINTS_SHOWN)
         )
     return {
         "session": session,

@@ -13,7 +13,7 @@ from langgraph.checkpoint.conformance.test_utils import (
 from agentledger import UsageError
 from agentledger.integrations.langgraph import AsyncLedgerSaver, LedgerSaver
 
-from .conftest import Saved
+from .conftest import Saved, settled
 
 CHECKPOINT = {"channel_values": {"a": 1}, "channel_versions": {"a": 1}}
 
@@ -39,3 +39,14 @@ async def test_a_saver_from_a_url_reads_what_a_borrowing_saver_wrote(saved: Save
     with pytest.raises(UsageError, match="closed"):
         ledger.sessions.exists("t")
     assert await saved.saver.aget_tuple(stored) is not None  # the borrowed ledger is open
+
+
+async def test_the_ledgers_langgraph_store_reads_the_threads_of_its_scope(saved: Saved) -> None:
+    stored = await saved.saver.aput(
+        generate_config("t"), generate_checkpoint(**CHECKPOINT), generate_metadata(), {"a": 1}
+    )
+    found = await settled(saved.ledger.langgraph().get("t", ""))
+    elsewhere = await settled(saved.ledger.langgraph(app_name="another-app").get("t", ""))
+    assert found is not None
+    assert found.checkpoint_id == stored["configurable"]["checkpoint_id"]
+    assert elsewhere is None

@@ -70,7 +70,7 @@ async def test_get_tuple_in_a_read_only_unit_of_work_keeps_its_snapshot(saved: S
         await close(other)
     assert first is not None and again is not None
     assert again.checkpoint_id == first.checkpoint_id
-    latest = LangGraphRepository(saved.ledger).get("snap", "")
+    latest = saved.ledger.langgraph().get("snap", "")
     assert latest is not None and latest.checkpoint_id == checkpoint["id"]
 
 

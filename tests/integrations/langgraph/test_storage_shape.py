@@ -18,8 +18,6 @@ from agentledger.models import AgentLangGraphBlob, AgentLangGraphCheckpoint, Age
 from agentledger.models.langgraph import MAX_TYPE_LENGTH
 from agentledger.repositories.langgraph import (
     COMPRESS_FROM,
-    AsyncLangGraphRepository,
-    LangGraphRepository,
 )
 
 from ...contract._sql import on_engine
@@ -51,10 +49,7 @@ def _checkpoint(saved: Saved, step: int, versions: dict[str, Any]) -> tuple[Any,
 
 def _repository(saved: Saved) -> Any:
     """The repository under the saver, sync or async as the saver is."""
-    if saved.mode == "async":
-        host, run = saved.ledger._ledger_calls()
-        return AsyncLangGraphRepository(LangGraphRepository(host), run)
-    return LangGraphRepository(saved.ledger)
+    return saved.ledger.langgraph()
 
 
 async def _done(value: Any) -> Any:
