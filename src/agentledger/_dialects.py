@@ -10,11 +10,13 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar, cast
 
 from sqlalchemy import (
+    Column,
     ColumnElement,
     Connection,
     Insert,
     Integer,
     Select,
+    String,
     Table,
     Text,
     Update,
@@ -892,6 +894,18 @@ def _new_thread() -> tuple[Any, Any]:
     return thread, select(thread.c.id).execution_options(**{ALONE_OPTION: True})
 
 
+def _union_bind(name: str, column: Column[Any]) -> ColumnElement[Any]:
+    """The bind of ``column`` in a row of a ``UNION ALL``. PostgreSQL types a union's
+    column from its rows, and a NULL sent without a type (psycopg sends None so) counts
+    as text: rows whose every blob is NULL made a text column, which cannot be assigned
+    to BYTEA. So a nullable column that is not a string is cast to its type; strings
+    are not (text assigns to VARCHAR, and a cast to VARCHAR(n) would cut silently)."""
+    bind = bindparam(name, type_=column.type)
+    if column.nullable and not isinstance(column.type, String):
+        return sql_cast(bind, column.type)
+    return bind
+
+
 def _insert_for_session(
     new: bool,
     missing: tuple[Table, int, tuple[str, ...], tuple[str, ...]],
@@ -910,10 +924,7 @@ def _insert_for_session(
         rows = [
             select(
                 thread.c.id,
-                *(
-                    bindparam(f"{prefix}{i}_{name}", type_=table.c[name].type).label(name)
-                    for name in names
-                ),
+                *(_union_bind(f"{prefix}{i}_{name}", table.c[name]).label(name) for name in names),
             )
             for i in range(count)
         ]

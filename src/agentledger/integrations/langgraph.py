@@ -21,6 +21,8 @@ children of one parent are a fork (``list`` shows both).
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import random
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -40,13 +42,45 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from sqlalchemy.engine import URL
 
-from ..errors import UsageError
+from ..errors import UsageError, ValidationError
 from ..langgraph_records import LANGGRAPH_APP_NAME, PruneStrategy, StoredCheckpoint
 from ..ledger import AsyncLedger, Ledger
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 DEFAULT_APP_NAME = LANGGRAPH_APP_NAME
 """The app_name of the threads' sessions unless a saver is given another."""
+
+
+@contextmanager
+def _logged_failure(method: str, config: RunnableConfig) -> Iterator[None]:
+    """Log a failed save as an error, then raise it on. LangGraph swallows a save's
+    error in some paths (a subgraph's checkpoint written on the way to an interrupt
+    ends the run as if it had paused), so a save that fails is always in the log."""
+    try:
+        yield
+    except Exception:
+        configurable = config.get("configurable", {})
+        logger.exception(
+            "agentledger: LangGraph's %s of thread %r (namespace %r) failed; nothing of "
+            "it is stored",
+            method,
+            configurable.get("thread_id"),
+            configurable.get("checkpoint_ns", ""),
+        )
+        raise
+
+
+def _as_json(value: dict[str, Any], what: str) -> Any:
+    """``value`` as LangGraph's SQL savers store metadata: the JSON ``json.dumps`` makes
+    of it, read back, so tuples come back lists and non-string keys strings (LangGraph
+    itself writes tuples: ``counters_since_delta_snapshot``). What is not JSON even so
+    (a set, bytes, a cycle) is refused; NaN and other values JSON has no room for are
+    refused by the repository's check, with their path."""
+    try:
+        return json.loads(json.dumps(value, ensure_ascii=False))
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ValidationError(f"{what}: not JSON ({exc})", path=what) from None
 
 
 class _Codec(BaseCheckpointSaver[str]):
@@ -82,7 +116,7 @@ class _Codec(BaseCheckpointSaver[str]):
             "channel_versions": {
                 channel: str(version) for channel, version in checkpoint["channel_versions"].items()
             },
-            "metadata": dict(get_checkpoint_metadata(config, metadata)),
+            "metadata": _as_json(dict(get_checkpoint_metadata(config, metadata)), "metadata"),
             "blobs": [
                 (channel, str(version), dumps(values[channel]) if channel in values else None)
                 for channel, version in new_versions.items()
@@ -132,7 +166,7 @@ class _Codec(BaseCheckpointSaver[str]):
             "checkpoint_ns": configurable.get("checkpoint_ns"),
             "checkpoint_id": configurable.get("checkpoint_id"),
             "before": get_checkpoint_id(before) if before else None,
-            "filter": filter,
+            "filter": None if filter is None else _as_json(filter, "filter"),
             "limit": limit,
         }
 
@@ -247,8 +281,9 @@ class LedgerSaver(_Codec):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Store a checkpoint with the channel values that changed; its config."""
-        arguments = self._put_arguments(config, checkpoint, metadata, new_versions)
-        self._threads.put(**arguments)
+        with _logged_failure("put", config):
+            arguments = self._put_arguments(config, checkpoint, metadata, new_versions)
+            self._threads.put(**arguments)
         return self._stored_config(arguments)
 
     def put_writes(
@@ -259,7 +294,9 @@ class LedgerSaver(_Codec):
         task_path: str = "",
     ) -> None:
         """Store a task's pending writes on the checkpoint ``config`` names."""
-        self._threads.put_writes(**self._writes_arguments(config, writes, task_id, task_path))
+        with _logged_failure("put_writes", config):
+            arguments = self._writes_arguments(config, writes, task_id, task_path)
+            self._threads.put_writes(**arguments)
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete the thread (its session) with every namespace, checkpoint and write."""
@@ -410,8 +447,9 @@ class AsyncLedgerSaver(_Codec):
     ) -> RunnableConfig:
         """Store a checkpoint with the channel values that changed; its config."""
         self._seen()
-        arguments = self._put_arguments(config, checkpoint, metadata, new_versions)
-        await self._threads.put(**arguments)
+        with _logged_failure("aput", config):
+            arguments = self._put_arguments(config, checkpoint, metadata, new_versions)
+            await self._threads.put(**arguments)
         return self._stored_config(arguments)
 
     async def aput_writes(
@@ -423,7 +461,9 @@ class AsyncLedgerSaver(_Codec):
     ) -> None:
         """Store a task's pending writes on the checkpoint ``config`` names."""
         self._seen()
-        await self._threads.put_writes(**self._writes_arguments(config, writes, task_id, task_path))
+        with _logged_failure("aput_writes", config):
+            arguments = self._writes_arguments(config, writes, task_id, task_path)
+            await self._threads.put_writes(**arguments)
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete the thread (its session) with every namespace, checkpoint and write."""

@@ -11,6 +11,25 @@ step that changes one channel stores one value. Pending writes are rows keyed by
 
 The repository knows nothing of LangGraph's types: values arrive serialized, as
 ``(type tag, bytes)`` pairs, and leave the same way; the adapter owns the serializer.
+
+What LangGraph hands a saver, and the rule each follows (issue "LangGraph II"):
+
+- Channel values and writes may be anything LangGraph's serializer takes (tuples,
+  sets, bytes, datetimes, models): they arrive here as bytes, never as JSON.
+- Metadata and a ``list`` filter are JSON as LangGraph's SQL savers make them:
+  ``json.dumps`` and back, in the adapter (tuples become lists, non-string keys
+  strings; ``counters_since_delta_snapshot`` holds tuples). What JSON cannot hold (a
+  set, bytes, a datetime, NaN) is refused with its path, as those savers refuse it.
+- A bind whose type the database must infer is typed: a channel that lost its value
+  (a consumed trigger) is a NULL blob, and in the one-statement write's ``UNION ALL``
+  a NULL sent without a type is text to PostgreSQL, so nullable non-string binds
+  there are cast to their column's type (``_dialects._union_bind``).
+- A batch never carries one key twice to a statement: a checkpoint's channels are a
+  dict's keys; ``put_writes`` keeps, of one index written twice in a batch (a node
+  that interrupts twice writes ``__resume__`` twice), the first regular write and
+  the last special one, as writing them one by one would.
+- Thread ids, namespaces, checkpoint ids and channels are strings within their column
+  limits; anything else is refused, nothing of the call stored.
 """
 
 from __future__ import annotations
@@ -715,11 +734,24 @@ class LangGraphRepository(Repository):
         if not rows:
             return
         keys = ("session_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx")
-        regular = [row for row in rows if row["idx"] >= 0]
-        special = [row for row in rows if row["idx"] < 0]
+        # A batch may carry one index twice (a node that interrupts twice writes
+        # ``__resume__`` twice, at its special index). Stored as if written one by one:
+        # the first regular write of an index is kept, the last special one replaces.
+        # One upsert cannot touch a row twice (PostgreSQL's CardinalityViolation).
+        regular: dict[int, dict[str, Any]] = {}
+        special: dict[int, dict[str, Any]] = {}
+        for row in rows:
+            if row["idx"] >= 0:
+                regular.setdefault(row["idx"], row)
+            else:
+                special[row["idx"]] = row
         refreshed = ["channel", "type", "blob", "task_path"]
         self._work.replay_safe = True  # stored again, the same writes change nothing
-        self._store(thread_id, (WRITES, regular, keys), (WRITES, special, keys, refreshed))
+        self._store(
+            thread_id,
+            (WRITES, list(regular.values()), keys),
+            (WRITES, list(special.values()), keys, refreshed),
+        )
 
     # -- reading -----------------------------------------------------------------------
 

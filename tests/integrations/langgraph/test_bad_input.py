@@ -3,6 +3,7 @@ nothing of it is stored."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -54,6 +55,32 @@ async def test_metadata_that_is_not_json_is_refused(saved: Saved) -> None:
             generate_config("t"), checkpoint, generate_metadata(tags={"a", "b"}), {}
         )
     await _nothing_stored(saved, "t")
+
+
+@tier("logic")
+async def test_a_failed_put_is_logged_as_an_error_naming_the_thread(
+    saved: Saved, caplog: pytest.LogCaptureFixture
+) -> None:
+    metadata = generate_metadata(tags={"a", "b"})
+    with caplog.at_level(logging.ERROR, "agentledger"), pytest.raises(ValidationError):
+        await saved.saver.aput(generate_config("lost"), generate_checkpoint(), metadata, {})
+
+    [record] = caplog.records
+    assert record.levelno == logging.ERROR
+    assert "put of thread 'lost'" in record.getMessage()
+    assert record.exc_info is not None and record.exc_info[0] is ValidationError
+
+
+@tier("logic")
+async def test_a_failed_put_writes_is_logged_as_an_error(
+    saved: Saved, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = generate_config("lost", checkpoint_id="1")
+    with caplog.at_level(logging.ERROR, "agentledger"), pytest.raises(ValidationError):
+        await saved.saver.aput_writes(config, [("c", 1)], "t" * 10_000)
+
+    [record] = caplog.records
+    assert "put_writes of thread 'lost'" in record.getMessage()
 
 
 @tier("logic")

@@ -24,7 +24,10 @@ class State(TypedDict):
 
 
 def _step(name: str) -> Any:
-    def node(state: State) -> dict[str, list[str]]:
+    """A node adding ``name`` to the log (of any graph's state: the input is not
+    annotated, so LangGraph gives it the graph's own schema)."""
+
+    def node(state: Any) -> dict[str, list[str]]:
         return {"log": [name]}
 
     return node
@@ -50,13 +53,18 @@ def approval_graph() -> StateGraph[State]:
         answer = interrupt({"question": "send it?", "draft": state["log"][-1]})
         return {"log": [f"approved:{answer}"]}
 
+    return draft_then_send("approve", approve)
+
+
+def draft_then_send(name: str, node: Any) -> StateGraph[State]:
+    """draft -> ``name`` (``node``) -> send."""
     builder = StateGraph(State)
     builder.add_node("draft", _step("draft"))
-    builder.add_node("approve", approve)
+    builder.add_node(name, node)
     builder.add_node("send", _step("send"))
     builder.add_edge(START, "draft")
-    builder.add_edge("draft", "approve")
-    builder.add_edge("approve", "send")
+    builder.add_edge("draft", name)
+    builder.add_edge(name, "send")
     builder.add_edge("send", END)
     return builder
 
@@ -68,6 +76,11 @@ def subgraph_graph() -> StateGraph[State]:
     inner.add_node("inner_b", _step("inner_b"))
     inner.add_edge(START, "inner_a")
     inner.add_edge("inner_a", "inner_b")
+    return around(inner)
+
+
+def around(inner: StateGraph[State]) -> StateGraph[State]:
+    """outer -> inner (``inner`` compiled, a subgraph) -> after."""
     builder = StateGraph(State)
     builder.add_node("outer", _step("outer"))
     builder.add_node("inner", inner.compile())
