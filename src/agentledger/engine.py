@@ -22,10 +22,10 @@ from __future__ import annotations
 import math
 import os
 import re
+import secrets
 import sqlite3
 import sys
 import time
-import uuid
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -706,7 +706,9 @@ class MemoryDatabase:
     """
 
     def __init__(self) -> None:
-        self.name = f"/agentledger-{uuid.uuid4().hex}"
+        # secrets, not uuid.uuid4: an application's tests may patch uuid4 to make
+        # their own ids predictable (LangGraph's do), and a store must not take one.
+        self.name = f"/agentledger-{secrets.token_hex(16)}"
         self._keeper: sqlite3.Connection | None = sqlite3.connect(
             self.uri, uri=True, check_same_thread=False
         )
@@ -745,7 +747,7 @@ def pgbouncer_engine_options(*, asynchronous: bool) -> dict[str, Any]:
             "connect_args": {
                 "statement_cache_size": 0,  # asyncpg's own cache
                 "prepared_statement_cache_size": 0,  # SQLAlchemy's adapter cache
-                "prepared_statement_name_func": lambda: f"__agentledger_{uuid.uuid4().hex}__",
+                "prepared_statement_name_func": lambda: f"__agentledger_{secrets.token_hex(16)}__",
             }
         }
     return {"connect_args": {"prepare_threshold": None}}
