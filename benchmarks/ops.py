@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agentledger import AgentCheckpoint, AgentMessage, AgentSession, AgentStep, AsyncLedger
 from agentledger import CheckpointPayload as Payload
-from agentledger._dialects import snapshot_read_options
+from agentledger.repositories._statements import snapshot_read_options
 from agentledger.engine import WRITE_OPTION
 from agentledger.models.types import json_text
 from agentledger.repositories._session_row import RECORD_COLUMNS

@@ -14,10 +14,21 @@ import json
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
-from sqlalchemy import Column, Connection, Integer, MetaData, String, Table, insert, select, update
+from sqlalchemy import (
+    Column,
+    Connection,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    insert,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.schema import CreateTable
 
-from ._dialects import drop_temporary_table
+from ._dialects import capabilities
 from ._translate import translated
 from .errors import DatabaseError, PermissionDeniedError
 from .models.types import JSONDocument, UTCDateTime, json_text
@@ -31,8 +42,21 @@ _PROBE = Table(
     Column("flag", String(8), nullable=False),
     prefixes=["TEMPORARY"],
 )
+
 PROBE_TIME = datetime(2000, 1, 2, 3, 4, 5, 123456, tzinfo=timezone(timedelta(hours=14)))
 PROBE_DOC: dict[str, Any] = {"big": 2**63 - 1, "negative_zero": -0.0, "text": "é ✓ 🚀", "n": [1]}
+
+
+def drop_temporary_table(connection: Connection, name: str) -> None:
+    """Drop a temporary table after its transaction was rolled back.
+
+    PostgreSQL and SQLite roll CREATE TEMPORARY TABLE back with the transaction;
+    MariaDB/MySQL do not, and the table would outlive the probe on a pooled
+    connection. ``DROP TEMPORARY TABLE`` there can only touch a temporary table.
+    """
+    if capabilities(connection.dialect).temporary_tables_survive_rollback:
+        quoted = connection.dialect.identifier_preparer.quote(name)
+        connection.execute(text(f"DROP TEMPORARY TABLE IF EXISTS {quoted}"))
 
 
 def probe(connection: Connection) -> None:

@@ -513,7 +513,7 @@ def _sqlite_begin(writes: bool) -> str:
 
 def takes_driver_sql(dialect: Dialect) -> bool:
     """Whether ``_driver`` runs on this dialect: SQLite and PostgreSQL, whose LangGraph
-    reads are one statement each (``_dialects.json_object_entries``). MariaDB/MySQL's
+    reads are one statement each (``repositories._statements.json_object_entries``). MariaDB/MySQL's
     take two, the second with an expanding IN that cannot be compiled once."""
     return dialect.name in ("sqlite", "postgresql")
 

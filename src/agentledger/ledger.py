@@ -41,7 +41,6 @@ from ._concurrency import (
     in_greenlet,
     spawn,
 )
-from ._dialects import snapshot_read_options
 from ._json import Limits
 from ._probe import probe
 from ._retry import (
@@ -96,6 +95,7 @@ from .repositories import (
     UserStateRepository,
 )
 from .repositories._base import NOT_ON_DRIVER, Settings, Work
+from .repositories._statements import snapshot_read_options
 from .retention import AsyncRetention, Retention
 from .transfer import AsyncTransfer, Transfer
 from .uow import ASYNC_SESSION_KEY, AsyncUnitOfWork, UnitOfWork

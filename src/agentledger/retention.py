@@ -29,7 +29,7 @@ from sqlalchemy import Connection
 
 from ._checks import bounded_int, scope_value
 from ._concurrency import in_greenlet
-from ._dialects import sqlite_sizes, sqlite_vacuum
+from ._dialects import capabilities
 from ._host import Host
 from .errors import ValidationError
 from .records import CheckpointInfo, Record, SessionSelection, SessionSummary
@@ -43,6 +43,37 @@ _PAGE_CHECKPOINTS = 10_000
 counters); a session with more is a page of its own."""
 
 Reason = Literal["older_than", "expired", "beyond_keep"]
+
+
+def sqlite_sizes(connection: Connection) -> tuple[int, int] | None:
+    """SQLite: (file size, free space inside it) in bytes; None on other databases.
+
+    SQLite keeps the pages a delete frees inside the file for reuse; only VACUUM gives
+    them back to the file system. PostgreSQL and MariaDB reuse freed space on their own.
+    """
+    if not capabilities(connection.dialect).single_file:
+        return None
+    page_size = int(connection.exec_driver_sql("PRAGMA page_size").scalar_one())
+    pages = int(connection.exec_driver_sql("PRAGMA page_count").scalar_one())
+    free = int(connection.exec_driver_sql("PRAGMA freelist_count").scalar_one())
+    return pages * page_size, free * page_size
+
+
+def sqlite_vacuum(connection: Connection) -> None:
+    """SQLite: rebuild the file without its free pages, then truncate the WAL.
+
+    VACUUM cannot run inside a transaction, and SQLAlchemy would begin one on the first
+    statement, so it runs on the driver connection (whose own transaction handling is
+    off, see engine.py). It needs about the database's size again in free disk space.
+    """
+    driver_connection = connection.connection.dbapi_connection
+    assert driver_connection is not None
+    cursor = driver_connection.cursor()
+    try:
+        cursor.execute("VACUUM")
+        cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        cursor.close()
 
 
 class PurgeItem(Record):

@@ -265,18 +265,45 @@ def test_every_public_name_has_a_docstring() -> None:
 
 
 DIALECT_HOMES = {"engine.py", "_dialects.py", "_translate.py", "types.py"}
-"""The modules where a dialect decides something, each saying why (README: Layout)."""
+"""The modules that read a dialect's name: the capabilities table (``_dialects.py``),
+and the three that speak to drivers and types (README: Layout)."""
+DIALECT_NAMES = {"postgresql", "sqlite", "mysql", "mariadb"}
 
 
-def test_dialect_decisions_are_taken_only_in_their_four_modules() -> None:
+def _outside_the_homes() -> list[Path]:
+    return [path for path in modules().values() if path.name not in DIALECT_HOMES]
+
+
+def test_dialect_names_are_read_only_in_the_capabilities_table_and_driver_modules() -> None:
+    found = [
+        f"{path.relative_to(PACKAGE)}:{node.lineno}: {node.value!r}"
+        for path in _outside_the_homes()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant) and node.value in DIALECT_NAMES
+    ]
+    assert not found
+
+
+def test_no_decision_compares_a_dialect_name_outside_the_homes() -> None:
     decision = re.compile(
         r"(dialect\.name|get_backend_name\(\)|dialect_name)\s*(==|!=|\bin\b|\bnot in\b)"
     )
     found = [
         f"{path.relative_to(PACKAGE)}:{number}: {line.strip()}"
-        for path in modules().values()
-        if path.name not in DIALECT_HOMES
+        for path in _outside_the_homes()
         for number, line in enumerate(path.read_text().splitlines(), start=1)
         if decision.search(line)
     ]
     assert not found
+
+
+def test_the_capabilities_table_is_data_without_a_decision_on_a_name() -> None:
+    source = (PACKAGE / "_dialects.py").read_text()
+    assert not re.search(r"(==|!=)\s*\"(postgresql|sqlite|mysql|mariadb)\"", source)
+    assert not re.search(r"\"(postgresql|sqlite|mysql|mariadb)\"\s*(==|!=)", source)
+
+
+def test_every_supported_dialect_has_a_row_of_capabilities() -> None:
+    from agentledger import _dialects, engine
+
+    assert set(_dialects.CAPABILITIES) == set(engine._SYNC_DRIVERS)

@@ -37,11 +37,11 @@ is the spelling to use. From async code, hand a sync connection over with ``run_
 
 from __future__ import annotations
 
-from .._dialects import SQLITE_OFFLINE_REFUSAL
 from .command import check, current, downgrade, sql, stamp, upgrade, upgrade_hint
 from .compare import include_agentledger_names
 from .environment import run_environment
 from .host import check_host_config, exclude_agentledger_names, exclude_agentledger_objects
+from .locks import SQLITE_OFFLINE_REFUSAL
 from .scripts import SCHEMA_ATTRIBUTE, alembic_config, head, script_location, versions_location
 from .target import Target
 

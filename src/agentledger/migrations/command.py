@@ -26,7 +26,7 @@ from .target import Target, connected, missing_file, reported, url_of
 from .version_table import locate
 
 # Alembic's `context` is process-global: two threads running commands at once would
-# share it. Database-level locks (see _dialects.migration_lock) serialise processes.
+# share it. Database-level locks (see locks.migration_lock) serialise processes.
 _process_lock = threading.RLock()
 _SESSIONS = "agentledger_sessions"
 

@@ -14,11 +14,11 @@ from alembic.environment import EnvironmentContext
 from sqlalchemy import Connection, text
 from sqlalchemy.engine import URL
 
-from .._dialects import check_offline_sql, migration_lock, migration_run
 from ..engine import brief_transaction, resolve_url, validate_schema
 from ..errors import SchemaError
 from ..models import VERSION_TABLE
 from .compare import comparison_options
+from .locks import check_offline_sql, migration_lock, migration_run
 from .scripts import SCHEMA_ATTRIBUTE
 from .target import connected
 from .version_table import locate

@@ -19,13 +19,13 @@ from sqlalchemy import Connection
 from sqlalchemy.engine import URL
 from sqlalchemy.orm import Session
 
-from .._dialects import begin_snapshot
 from .._driver import DriverConnection, Fallback
 from .._json import Limits
 from .._translate import translated, translated_commit
 from ..clock import Clock, checked_now
 from ..engine import WRITE_OPTION, check_borrowed_sqlite
 from ..errors import ConflictError, DatabaseError, UsageError
+from ._statements import begin_snapshot
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -120,7 +120,7 @@ class Work:
 
     def begin(self) -> None:
         """Start the transaction. Owned: nothing is sent yet (a snapshot read on
-        MariaDB/MySQL: its START TRANSACTION, see ``_dialects.begin_snapshot``). Joined:
+        MariaDB/MySQL: its START TRANSACTION, see ``_statements.begin_snapshot``). Joined:
         the SAVEPOINT in the caller's transaction starts now."""
         if self.snapshot:
             with translated(self.settings.url):

@@ -17,10 +17,10 @@ from sqlalchemy import Integer, Row, Select, Table, bindparam
 from sqlalchemy.orm import Session
 
 from .._checks import bounded_int
-from .._dialects import stream_options
 from ..errors import NotFoundError
 from ..ids import validate_id
 from ._session_row import session_exists
+from ._statements import stream_options
 
 STREAM_ABOVE = 10_000
 """Reads asking for more rows than this are streamed in partitions of this many."""

@@ -28,12 +28,13 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 
 from .._checks import bounded_int
-from .._dialects import returns_from_update
+from .._dialects import capabilities
 from .._json import decode_json
 from ..errors import ConflictError, CorruptRecordError, NotFoundError
 from ..models import AgentSession
 from ..models.types import json_text
 from ..records import RunSummary, SessionRecord, SessionSelection, SessionSummary, from_stored
+from ._statements import returns_from_update
 
 SESSIONS = cast(Table, AgentSession.__table__)
 TABLE = SESSIONS.name
@@ -63,6 +64,7 @@ SUMMARY_COLUMNS = (
     SESSIONS.c.created_at,
     SESSIONS.c.updated_at,
 )
+
 """The columns of a listing row (``SessionSummary``)."""
 SUMMARY_EXTRAS = {
     "external_key": SESSIONS.c.external_key,
@@ -83,6 +85,48 @@ _EXISTS_LOCKED = {
     for lock in ("share", "update")
 }
 Lock = Literal["share", "update"]
+
+
+_SESSION_IF_ABSENT: dict[str, Any] = {}
+"""The statements of ``insert_session_if_absent`` by dialect, built on first use."""
+
+
+def insert_session_if_absent(connection: Any, values: dict[str, Any]) -> bool | None:
+    """Insert a session row (``values``: every column) unless it collides with a stored
+    session on any unique key (its id, its external key); whether it was inserted.
+
+    PostgreSQL and SQLite: ``ON CONFLICT DO NOTHING`` with no conflict target, one
+    prebuilt statement that leaves the transaction usable whichever key collides (a
+    failed INSERT needed a SAVEPOINT around it, two more round trips), and that runs on
+    driver SQL too. None on MariaDB/MySQL: a collision there cannot be told from an
+    insert (``ON DUPLICATE KEY UPDATE`` counts the found row as changed under the
+    FOUND_ROWS client flag, and ``INSERT IGNORE`` turns other errors into warnings), so
+    the caller inserts in a savepoint instead. ``connection``: a Connection, or a
+    ``_driver.DriverConnection``."""
+    dialect = connection.dialect.name
+    found = capabilities(dialect)
+    if found.upsert != "on_conflict":
+        return None
+    statement = _SESSION_IF_ABSENT.get(dialect)
+    if statement is None:
+        statement = _SESSION_IF_ABSENT[dialect] = (
+            found.insert(SESSIONS)
+            .values(session_binds())
+            .on_conflict_do_nothing()
+            # SQLAlchemy reports an INSERT's rowcount only when asked to keep it.
+            .execution_options(preserve_rowcount=True)
+        )
+    return bool(connection.execute(statement, session_params(values)).rowcount == 1)
+
+
+def session_binds() -> dict[str, Any]:
+    """A session row's columns as bind parameters (``s_`` and the column's key)."""
+    return {name: bindparam(f"s_{name}", type_=column.type) for name, column in SESSIONS.c.items()}
+
+
+def session_params(values: dict[str, Any]) -> dict[str, Any]:
+    """The parameters of ``session_binds`` for a row's column values."""
+    return {f"s_{column.key}": values[column.key] for column in SESSIONS.c}
 
 
 def record_of(row: Row[Any]) -> SessionRecord:
@@ -273,7 +317,7 @@ def write_versioned_and_insert(
 ) -> SessionRecord:
     """``write_versioned`` and the INSERT of ``rows`` (child rows of the session, each
     with every column of the first, at most ``ONE_STATEMENT_ROWS``) in one statement,
-    a data-modifying CTE, where the database has them (``_dialects.
+    a data-modifying CTE, where the database has them (``_statements.
     appends_in_one_statement``): one round trip instead of two. A stale revision
     inserts nothing and raises the same ConflictError."""
     bounded_int(record.revision, "record.revision", low=1)

@@ -37,7 +37,6 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 
 from .._checks import bounded_int, checked_text, text_problem
-from .._dialects import insert_if_absent, missing_row_lock_is_safe
 from .._json import Limits, check_object, decode_json
 from .._limits import MAX_SCOPE_LENGTH
 from .._translate import duplicate_as
@@ -45,6 +44,7 @@ from ..errors import ConflictError, CorruptRecordError, ValidationError
 from ..models import AgentAppState, AgentUserState
 from ..models.types import json_text
 from ..records import AppState, StateDelta, UserState, from_stored
+from ._statements import insert_if_absent, missing_row_lock_is_safe
 
 ScopedState = AppState | UserState
 

@@ -27,17 +27,27 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
-from sqlalchemy import ColumnElement, Row, Table, and_, bindparam, delete, or_, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Row,
+    Select,
+    Table,
+    Update,
+    and_,
+    bindparam,
+    delete,
+    func,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.orm import Session
 
 from .._checks import after_keyset, bounded_int, decode_cursor, encode_cursor
 from .._concurrency import Runner, in_greenlet
-from .._dialects import (
-    allocate_checkpoint_seq,
-    insert_json_text,
-    on_checkpoint_session_index,
-)
+from .._dialects import capabilities, dialect_names
 from .._json import check_json, decode_json
 from ..clock import utc
 from ..errors import (
@@ -62,6 +72,7 @@ from ..records import (
 )
 from ._base import Repository, operation
 from ._session_row import lock_sessions, selected, session_exists
+from ._statements import counter_after_update, insert_json_text
 
 _CHECKPOINTS = cast(Table, AgentCheckpoint.__table__)
 _SESSIONS = cast(Table, AgentSession.__table__)
@@ -94,6 +105,7 @@ _LOCK_POINTER = (
 _LOCATE = select(_CHECKPOINTS.c.session_id, _CHECKPOINTS.c.seq, _CHECKPOINTS.c.expires_at).where(
     _CHECKPOINTS.c.ref == bindparam("ref")
 )
+
 _LOCATE_LOCKED = {
     exclusive: _LOCATE.with_for_update(read=not exclusive) for exclusive in (True, False)
 }
@@ -108,6 +120,78 @@ PURGE_BATCH = 500
 """How many expired checkpoints ``purge_expired`` deletes per transaction by default."""
 MAX_PURGE_BATCH = 10_000
 _DELETE_CHUNK = 1000
+
+
+def _checkpoint_seq_statement(returning: bool) -> Update:
+    """The UPDATE of ``allocate_checkpoint_seq`` without a condition, with its new
+    counter returned or put through ``LAST_INSERT_ID(expr)``."""
+    table = cast(Table, AgentSession.__table__)
+    seq = table.c.checkpoint_seq + 1
+    statement = (
+        update(table)
+        .where(table.c.id == bindparam("b_id"))
+        .values(
+            checkpoint_seq=seq if returning else func.last_insert_id(seq),
+            latest_checkpoint_ref=bindparam("b_ref"),
+            updated_at=bindparam("b_now", type_=table.c.updated_at.type),
+        )
+    )
+    return statement.returning(table.c.checkpoint_seq) if returning else statement
+
+
+_CHECKPOINT_SEQ = {returning: _checkpoint_seq_statement(returning) for returning in (True, False)}
+
+
+def allocate_checkpoint_seq(
+    session: Session,
+    id: str,
+    ref: str,
+    now: datetime,
+    *,
+    condition: ColumnElement[bool] | None = None,
+) -> int | None:
+    """Take the next checkpoint seq of session ``id`` and make ``ref`` its latest
+    checkpoint, when ``condition`` (a compare-and-set on the row) holds.
+
+    One UPDATE under the session row's lock, so the seq and the pointer move together
+    and two savers from one parent cannot both match; the revision is left alone
+    (checkpoints never conflict with a save). Returns the seq taken, or None when no
+    row matched (no such session, or ``condition`` was false). Without a condition the
+    statement is built once.
+
+    PostgreSQL and SQLite read the new counter back with ``UPDATE ... RETURNING``;
+    MariaDB/MySQL, which have no UPDATE RETURNING, through ``LAST_INSERT_ID(expr)``
+    (see ``allocate_step_seqs``).
+    """
+    connection = session.connection()
+    returning = capabilities(connection.dialect).update_returning
+    statement = _CHECKPOINT_SEQ[returning]
+    if condition is not None:
+        statement = statement.where(condition)
+    result = connection.execute(statement, {"b_id": id, "b_ref": ref, "b_now": now})
+    return counter_after_update(connection, result, returning=returning)
+
+
+_CHECKPOINT_SESSION_INDEX = "uq_agentledger_checkpoints_session_id_seq"
+_HINTED = dialect_names(lambda found: found.index_hints)
+
+
+S = TypeVar("S", bound=Select[Any])
+
+
+def on_checkpoint_session_index(query: S) -> S:
+    """``query`` (over one session's checkpoints) pinned to the (session_id, seq) index.
+
+    MariaDB/MySQL only (the hint renders nowhere else): on a small or skewed table
+    their optimizer may scan the whole table instead, and a locking read (or a locking
+    subquery) that scans under REPEATABLE READ locks every session's rows, so
+    unrelated writers wait or deadlock.
+    """
+    table = cast(Table, AgentCheckpoint.__table__)
+    hint = f"FORCE INDEX ({_CHECKPOINT_SESSION_INDEX})"
+    for hinted in _HINTED:
+        query = query.with_hint(table, hint, hinted)
+    return query
 
 
 def _ref(value: object, *, what: str = "checkpoint ref") -> str:

@@ -9,10 +9,11 @@ from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import Table, delete, or_, select
+from sqlalchemy.orm import Session
 
 from .._checks import checked_text
 from .._concurrency import Runner, in_greenlet
-from .._dialects import upsert_grant
+from .._dialects import capabilities
 from .._limits import MAX_CAPABILITY_LENGTH
 from ..clock import utc
 from ..errors import NotFoundError, ValidationError
@@ -30,6 +31,33 @@ _READ = select(
     _GRANTS.c.granted_at,
     _GRANTS.c.expires_at,
 )
+
+
+def upsert_grant(session: Session, values: dict[str, Any]) -> None:
+    """Insert a grant, or refresh ``granted_by``, ``granted_at`` and ``expires_at`` of the
+    one already there, in one statement that concurrent granters cannot race.
+
+    PostgreSQL and SQLite spell it ``ON CONFLICT ... DO UPDATE``; MariaDB/MySQL
+    ``ON DUPLICATE KEY UPDATE``.
+    """
+    table = cast(Table, AgentGrant.__table__)
+    refreshed = ("granted_by", "granted_at", "expires_at")
+    found = capabilities(session.connection().dialect)
+    if found.upsert == "on_conflict":
+        statement = found.insert(table).values(values)
+        session.execute(
+            statement.on_conflict_do_update(
+                index_elements=[table.c.session_id, table.c.capability_hash],
+                set_={name: statement.excluded[name] for name in refreshed},
+            )
+        )
+        return
+    statement_mysql = found.insert(table).values(values)
+    session.execute(
+        statement_mysql.on_duplicate_key_update(
+            {name: statement_mysql.inserted[name] for name in refreshed}
+        )
+    )
 
 
 def _capability(value: object) -> str:

@@ -23,7 +23,7 @@ What LangGraph hands a saver, and the rule each follows (issue "LangGraph II"):
 - A bind whose type the database must infer is typed: a channel that lost its value
   (a consumed trigger) is a NULL blob, and in the one-statement write's ``UNION ALL``
   a NULL sent without a type is text to PostgreSQL, so nullable non-string binds
-  there are cast to their column's type (``_dialects._union_bind``).
+  there are cast to their column's type (``_langgraph_statements._union_bind``).
 - A batch never carries one key twice to a statement: a checkpoint's channels are a
   dict's keys; ``put_writes`` keeps, of one index written twice in a batch (a node
   that interrupts twice writes ``__resume__`` twice), the first regular write and
@@ -63,17 +63,6 @@ from sqlalchemy import cast as sql_cast
 
 from .._checks import bounded_int, checked_text
 from .._concurrency import Runner, async_iterate, in_greenlet
-from .._dialects import (
-    insert_for_new_session,
-    insert_for_session_key,
-    insert_missing,
-    json_key_equals,
-    json_object_entries,
-    probe_per_row,
-    stores_for_session,
-    touch_session_by_key,
-    upsert_rows,
-)
 from .._json import check_json, decode_json
 from .._limits import (
     MAX_CHANNEL_LENGTH,
@@ -101,7 +90,20 @@ from ..langgraph_records import (
 )
 from ..models import AgentLangGraphBlob, AgentLangGraphCheckpoint, AgentLangGraphWrite
 from ._base import Repository, Scope, operation
+from ._langgraph_statements import (
+    insert_for_new_session,
+    insert_for_session_key,
+    stores_for_session,
+    touch_session_by_key,
+)
 from ._session_row import SESSIONS
+from ._statements import (
+    insert_missing,
+    json_key_equals,
+    json_object_entries,
+    probe_per_row,
+    upsert_rows,
+)
 from .sessions import external_key_hash, keyed_session_id, new_keyed_session
 
 _Missing = tuple[Table, list[dict[str, Any]], tuple[str, ...]]
@@ -236,7 +238,7 @@ def _checkpoint_with_parts(query: Any, dialect_name: str, *, page: bool) -> Any:
     and pending writes, in one statement: a single snapshot, so a concurrent prune or
     delete cannot leave a checkpoint without the values it names. The values are
     probed by the entries of each one's channel_versions
-    (``_dialects.json_object_entries``, ``probe_per_row``); None where the dialect
+    (``_statements.json_object_entries``, ``probe_per_row``); None where the dialect
     cannot make those. Rows: a ``_CHECKPOINT_PART`` per checkpoint, and ``_VALUE_PART``
     and ``_WRITE_PART`` rows naming theirs (``_parts_of_many`` reads them); of one
     checkpoint (not a ``page``), those leave out its place, known from its row: a
@@ -552,7 +554,7 @@ class LangGraphRepository(Repository):
         upserted: _Upserted,
     ) -> bool:
         """Create the thread's session and store the rows in it, one statement
-        (``_dialects.insert_for_new_session``, where ``stores_for_session``); False,
+        (``_langgraph_statements.insert_for_new_session``, where ``stores_for_session``); False,
         having written nothing, when a session has its key by now (the thread is stored,
         or a concurrent first write created it) or its new id."""
         values = new_keyed_session(
@@ -577,8 +579,8 @@ class LangGraphRepository(Repository):
         ``upserted`` (table, rows, keys, refreshed columns), their rows without a
         ``session_id``, for the thread's session, created if need be. On PostgreSQL one
         statement finds the session by its key and stores them
-        (``_dialects.insert_for_session_key``); when it finds none it writes nothing, and
-        one more creates the session and stores them (``insert_for_new_session``), or,
+        (``_langgraph_statements.insert_for_session_key``); when it finds none it writes
+        nothing, and one more creates the session and stores them (``insert_for_new_session``), or,
         where a concurrent writer created it, the first runs again.
 
         ``opens_thread``: the write is likely the thread's first (a root checkpoint

@@ -45,7 +45,6 @@ from sqlalchemy import (
 
 from .._checks import bounded_int, checked_text
 from .._concurrency import Runner, in_greenlet
-from .._dialects import appends_in_one_statement
 from .._json import canonical, check_object, check_row, decode_json
 from .._limits import MAX_ROW_KEY_LENGTH
 from .._translate import duplicate_as
@@ -74,6 +73,7 @@ from ._session_row import (
     write_versioned,
     write_versioned_and_insert,
 )
+from ._statements import appends_in_one_statement
 
 _MESSAGES = cast(Table, AgentMessage.__table__)
 MAX_READ = 2**31 - 1

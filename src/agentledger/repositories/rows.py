@@ -14,7 +14,6 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Row, and_, func, insert, or_, select, tuple_
 
-from .._dialects import json_from_text
 from .._json import Limits, check_json
 from ..records import SessionSelection
 from ._base import Repository, operation
@@ -28,6 +27,7 @@ from ._portable import (
     from_database,
 )
 from ._session_row import selected
+from ._statements import json_from_text
 
 BATCH_BYTES = 16 * 1024 * 1024
 """Checkpoints are read at most this many bytes of payload at a time."""
@@ -209,7 +209,7 @@ class RowRepository(Repository):
 
     def _insert_checkpoint(self, row: dict[str, Any]) -> None:
         """One checkpoint, its payload as the JSON text the checkpoint repository writes
-        (see ``_dialects.json_from_text``: the default encoder could outgrow the limit)."""
+        (see ``_statements.json_from_text``: the default encoder could outgrow the limit)."""
         limits = self._work.settings.limits
         text = check_json(
             row["payload"], path="payload", limits=limits, max_bytes=limits.max_checkpoint_bytes

@@ -30,7 +30,6 @@ from .._checks import (
     scope_value,
 )
 from .._concurrency import Runner, in_greenlet
-from .._dialects import creators_take_turns, insert_session_if_absent
 from .._json import check_json, check_object
 from .._limits import MAX_EXTERNAL_KEY_LENGTH
 from .._translate import duplicate_as
@@ -53,6 +52,7 @@ from ._session_row import (
     SUMMARY_COLUMNS,
     SUMMARY_EXTRAS,
     Lock,
+    insert_session_if_absent,
     load_record,
     record_of,
     selected,
@@ -60,6 +60,7 @@ from ._session_row import (
     summary_of,
     write_versioned,
 )
+from ._statements import creators_take_turns
 from .checkpoints import CheckpointRepository
 from .grants import GrantRepository
 from .messages import MessageRepository
@@ -663,7 +664,7 @@ def keyed_session_id(
     new one (``id``) created when there is none, in ``work``'s transaction: the
     ``get_or_create_by_key`` of a writer that needs only the id and has just found no
     session with ``find`` (a LangGraph thread's first write). The new session is one
-    INSERT that skips a stored key (``_dialects.insert_session_if_absent``), which runs
+    INSERT that skips a stored key (``_session_row.insert_session_if_absent``), which runs
     on driver SQL too; where it skipped, ``find`` again gives the concurrent creator's
     session. Where a dialect cannot tell (MariaDB/MySQL), ``get_or_create_by_key``.
 

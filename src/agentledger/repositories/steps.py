@@ -1,7 +1,7 @@
 """Steps: the append-only trace of each run, with token usage rolled up on the session.
 
 Concurrent appenders never conflict: each append reserves its seqs from the session
-row's counter under the row lock (see ``_dialects.allocate_step_seqs``), in the same
+row's counter under the row lock (see ``allocate_step_seqs``), in the same
 transaction that inserts the steps, so seqs are contiguous and totals exact. A
 step append never bumps the session's revision, so a concurrent save still succeeds.
 
@@ -17,13 +17,14 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from datetime import datetime
 from typing import Any, Literal, cast
 
-from sqlalchemy import Integer, Row, Table, bindparam, func, insert, literal, select
+from sqlalchemy import Integer, Row, Table, Update, bindparam, func, insert, literal, select, update
+from sqlalchemy.orm import Session
 
 from .._checks import bounded_int, checked_text, scope_value
 from .._concurrency import Runner, async_iterate, in_greenlet
-from .._dialects import allocate_step_seqs
+from .._dialects import capabilities
 from .._json import canonical, check_row, decode_json
-from .._limits import MAX_ROW_KEY_LENGTH
+from .._limits import MAX_ROW_KEY_LENGTH, TOKEN_LIMIT
 from .._translate import duplicate_as
 from ..clock import utc
 from ..errors import ConflictError, CorruptRecordError, NotFoundError, ValidationError
@@ -34,6 +35,7 @@ from ..records import NewStep, Step, TokenUsage, UsageGroup, from_stored
 from ._base import Repository, operation
 from ._seqlog import SeqLog
 from ._session_row import session_exists
+from ._statements import counter_after_update
 
 UsageKey = Literal["day", "model", "user"]
 """What ``steps.usage_by`` groups by."""
@@ -51,7 +53,6 @@ _READ = select(
 MAX_BATCH = 10_000
 """The most steps one append stores or one read returns."""
 _LOG = SeqLog(_STEPS, _READ, max_read=MAX_BATCH)
-_TOKEN_LIMIT = 2**63 - 1
 # Totals over many sessions pass 2**63 - 1, which SQLite's sum() refuses ("integer
 # overflow") and PostgreSQL and MariaDB hand back as numbers TokenUsage must take: each
 # counter is summed as its high and low 32 bits, which no sum of under 2**31 rows
@@ -79,6 +80,59 @@ _INSERT = insert(_STEPS)
 _BY_KEYS = _READ.where(
     _OF_SESSION, _STEPS.c.external_key.in_(bindparam("keys", expanding=True))
 ).with_for_update(read=True)
+
+TOKEN_COLUMNS = ("input_tokens", "output_tokens", "total_tokens")
+
+
+def _step_seqs_statement(returning: bool) -> Update:
+    """The UPDATE of ``allocate_step_seqs``, with its new counter returned or put
+    through ``LAST_INSERT_ID(expr)``. Every total is bounded, whether or not the call
+    adds to it (a total at most ``TOKEN_LIMIT`` minus nothing holds for every row)."""
+    table = cast(Table, AgentSession.__table__)
+    count = table.c.step_count + bindparam("b_count", type_=Integer())
+    values: dict[str, Any] = {
+        "step_count": count if returning else func.last_insert_id(count),
+        **{name: table.c[name] + bindparam(f"b_{name}") for name in TOKEN_COLUMNS},
+        "updated_at": bindparam("b_now", type_=table.c.updated_at.type),
+    }
+    statement = (
+        update(table)
+        .where(
+            table.c.id == bindparam("b_id"),
+            *(table.c[name] <= bindparam(f"b_{name}_limit") for name in TOKEN_COLUMNS),
+        )
+        .values(values)
+    )
+    return statement.returning(table.c.step_count) if returning else statement
+
+
+# Built once: building and cache-keying a statement per call cost more than running it.
+_STEP_SEQS = {returning: _step_seqs_statement(returning) for returning in (True, False)}
+
+
+def allocate_step_seqs(
+    session: Session, id: str, count: int, usage: tuple[int, int, int], now: datetime
+) -> int | None:
+    """Reserve ``count`` step seqs on session ``id`` and add ``usage`` to its totals.
+
+    One UPDATE under the session row's lock, so concurrent appenders get contiguous
+    seqs and exact totals; the revision is left alone (steps never conflict with a
+    save). Returns the last seq reserved, or None when no row matched: the session does
+    not exist, or a total would pass ``TOKEN_LIMIT`` (the row is then left as it was).
+
+    PostgreSQL and SQLite read the new counter back with ``UPDATE ... RETURNING``.
+    MariaDB/MySQL have no UPDATE RETURNING: the counter goes through
+    ``LAST_INSERT_ID(expr)``, which the next ``SELECT LAST_INSERT_ID()`` on the same
+    connection returns, still inside the transaction.
+    """
+    connection = session.connection()
+    params: dict[str, Any] = {"b_id": id, "b_count": count, "b_now": now}
+    for name, added in zip(TOKEN_COLUMNS, usage, strict=True):
+        params[f"b_{name}"] = added
+        params[f"b_{name}_limit"] = TOKEN_LIMIT - added
+    returning = capabilities(connection.dialect).update_returning
+    result = connection.execute(_STEP_SEQS[returning], params)
+    return counter_after_update(connection, result, returning=returning)
 
 
 def _as_new_steps(
@@ -200,7 +254,7 @@ class StepRepository(Repository):
                 if isinstance(value, str) and "\x00" in value:
                     raise ValidationError(f"steps[{index}].{name} contains a NUL character")
             for name, value in step.usage.extra.items():
-                if not 0 <= value <= _TOKEN_LIMIT:
+                if not 0 <= value <= TOKEN_LIMIT:
                     raise ValidationError(f"steps[{index}].usage.extra[{name!r}] is out of range")
         return checked
 
@@ -474,7 +528,7 @@ def _usage(steps: list[NewStep]) -> tuple[int, int, int]:
         sum(step.usage.output_tokens for step in steps),
         sum(step.usage.total_tokens for step in steps),
     )
-    if max(usage) > _TOKEN_LIMIT:
+    if max(usage) > TOKEN_LIMIT:
         raise ValidationError(
             "the token counts of one append add up to more than 2**63 - 1", path="steps"
         )
