@@ -22,10 +22,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agentledger import AgentCheckpoint, AgentMessage, AgentSession, AgentStep, AsyncLedger
 from agentledger import CheckpointPayload as Payload
-from agentledger.repositories._statements import snapshot_read_options
 from agentledger.engine import WRITE_OPTION
 from agentledger.models.types import json_text
 from agentledger.repositories._session_row import RECORD_COLUMNS
+from agentledger.repositories._statements import snapshot_read_options
 
 from .raw import RawConnection, from_db_time, loads, to_db_time
 from .seed import MESSAGE_TEXT

@@ -14,8 +14,8 @@ connection invalidated, as SQLAlchemy does), so agentledger's translation and re
 rules apply unchanged.
 
 Where it runs (``usable``): a ledger's own engine on SQLite or PostgreSQL
-(``engine.takes_driver_sql``; how a transaction begins there and which cursor it uses
-are ``engine``'s too), with no
+(``takes_driver_sql``; how a transaction begins there, which cursor it uses and its
+autocommit are the ``driver_*`` hooks here, beside the executor), with no
 PostgreSQL schema map, and no statement listener on the engine (``before_cursor_execute``
 and ``after_cursor_execute`` see every statement: with one registered, the same
 statements go through SQLAlchemy instead).
@@ -33,15 +33,8 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, Dialect
 
 from ._translate import translated_commit
-from .engine import (
-    ALONE_OPTION,
-    driver_autocommit,
-    driver_begin_after_first,
-    driver_begin_sql,
-    driver_cursor,
-    driver_execute_options,
-    takes_driver_sql,
-)
+from .engine import ALONE_OPTION
+from .engine.sqlite import _sqlite_begin
 
 _MOST_PREPARED = 2_000
 """Compiled statements kept per process before the cache starts over (they are
@@ -236,6 +229,86 @@ class DriverConnection:
         return DriverResult(rows, rowcount)
 
 
+def takes_driver_sql(dialect: Dialect) -> bool:
+    """Whether ``_driver`` runs on this dialect: SQLite and PostgreSQL, whose LangGraph
+    reads are one statement each (``repositories._statements.json_object_entries``). MariaDB/MySQL's
+    take two, the second with an expanding IN that cannot be compiled once."""
+    return dialect.name in ("sqlite", "postgresql")
+
+
+def driver_one_statement(dialect: Dialect, read_options: dict[str, Any], *, writes: bool) -> bool:
+    """Whether a driver SQL call runs as one statement in the driver's autocommit, with
+    no BEGIN and COMMIT (``_driver.transaction``). PostgreSQL where the ledger's reads
+    are AUTOCOMMIT (``read_only_options``), writes too (their one statement is atomic by
+    itself). SQLite's reads: its connections are in the driver's autocommit already
+    (``configure_sqlite_engine``), and one statement there is its own read transaction,
+    one snapshot, as SQLAlchemy's reads of one statement run (``ONE_STATEMENT_OPTION``);
+    its BEGIN and COMMIT were a third of a ``get_tuple``'s SQLite calls."""
+    if dialect.name == "sqlite":
+        return not writes
+    return read_options.get("isolation_level") == "AUTOCOMMIT"
+
+
+def driver_begin_sql(dialect: Dialect, *, writes: bool) -> str | None:
+    """The SQL that begins a transaction on a driver connection of this dialect, as
+    SQLAlchemy's transactions begin here: SQLite's connections are in the driver's
+    autocommit (``configure_sqlite_engine``), so its ``BEGIN`` (``IMMEDIATE`` for a
+    write) is sent explicitly. None elsewhere: the driver begins at the first
+    statement."""
+    return _sqlite_begin(writes) if dialect.name == "sqlite" else None
+
+
+def driver_cursor(dbapi_connection: Any, dialect: Dialect) -> Any:
+    """A cursor for driver SQL. Sync psycopg's in its binary format, as LangGraph's
+    PostgresSaver uses: in text, bytes travel as hex, twice their size, and are decoded
+    again (a 70 KB channel value: a fifth of a read's time). psycopg's async adapter
+    takes no format."""
+    if dialect.driver == "psycopg" and not dialect.is_async:
+        return dbapi_connection.cursor(binary=True)
+    return dbapi_connection.cursor()
+
+
+def driver_autocommit(dbapi_connection: Any, dialect: Dialect, enabled: bool) -> None:
+    """Switch a driver SQL connection into the driver's autocommit and back (a block of
+    one statement, ``_driver.transaction``). Sync psycopg: its ``autocommit`` alone,
+    which leaves the connection's isolation level as it was; SQLAlchemy's switch to
+    ``AUTOCOMMIT`` also clears the isolation level and its reset sets it again, four
+    driver calls (3.3% of a ``get_tuple``, sampled, against 1.8%). Elsewhere, SQLAlchemy's."""
+    if dialect.name == "sqlite":
+        return  # always in the driver's autocommit (``configure_sqlite_engine``)
+    if dialect.driver == "psycopg" and not dialect.is_async:
+        dbapi_connection.autocommit = enabled
+    elif enabled:
+        dialect.set_isolation_level(dbapi_connection, "AUTOCOMMIT")
+    else:
+        dialect.reset_isolation_level(dbapi_connection)
+
+
+def driver_begin_after_first(dbapi_connection: Any, dialect: Dialect) -> bool:
+    """Begin a transaction on a driver SQL connection in the driver's autocommit after
+    its first statement (which wrote nothing: ``_driver.transaction``), for the rest of
+    the block; whether it could. PostgreSQL: the driver is switched out of autocommit,
+    and begins at the next statement; at READ COMMITTED the first statement's snapshot
+    was its own anyway. Not on SQLite, where a read's statements share one snapshot
+    only inside its transaction: the first would be outside it."""
+    if dialect.name == "sqlite":
+        return False
+    driver_autocommit(dbapi_connection, dialect, False)
+    return True
+
+
+def driver_execute_options(dialect: Dialect) -> dict[str, Any]:
+    """Keyword arguments of a driver SQL ``cursor.execute``. Sync psycopg: prepare each
+    statement on its first run, as PostgresSaver does (``prepare_threshold=0``), rather
+    than after psycopg's default five: driver SQL runs a handful of prebuilt statements,
+    and unprepared, a put's CTEs are parsed and planned again on every run (a fresh
+    connection's first puts took 1.0 ms against 0.65 ms once prepared). psycopg ignores
+    it where preparing is off (``prepare_threshold=None``: ``pgbouncer_engine_options``)."""
+    if dialect.driver == "psycopg" and not dialect.is_async:
+        return {"prepare": True}
+    return {}
+
+
 def usable(engine: Engine, *, schema: str | None) -> bool:
     """Whether driver SQL may run on ``engine`` (see the module's docstring)."""
     dispatch = engine.dispatch
@@ -256,7 +329,7 @@ def transaction(
     ``BEGIN IMMEDIATE`` for a write, ``BEGIN`` for a read, as ``engine`` does for
     SQLAlchemy's transactions (its connections are in the driver's autocommit).
 
-    ``autocommit`` (``engine.driver_one_statement``: PostgreSQL at READ COMMITTED,
+    ``autocommit`` (``driver_one_statement``: PostgreSQL at READ COMMITTED,
     SQLite's reads): the block's first statement runs in the driver's autocommit,
     atomic by itself and one snapshot, with no BEGIN and COMMIT round trips; the driver
     is switched back after. A second statement atomic by itself

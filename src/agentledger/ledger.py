@@ -61,7 +61,6 @@ from .engine import (
     create_async_engine_for,
     create_sqlite_twin,
     create_sync_engine,
-    driver_one_statement,
     is_read_only,
     mask,
     read_only_options,
@@ -382,7 +381,9 @@ class Ledger:
         if writes and is_read_only(self.settings.url):
             return NOT_ON_DRIVER  # _perform says why it cannot
         url = self.settings.url
-        autocommit = driver_one_statement(self._engine.dialect, self._read_options, writes=writes)
+        autocommit = _driver.driver_one_statement(
+            self._engine.dialect, self._read_options, writes=writes
+        )
         begun: list[Work] = []
         sent = [False]
 

@@ -64,7 +64,8 @@ def sqlite_vacuum(connection: Connection) -> None:
 
     VACUUM cannot run inside a transaction, and SQLAlchemy would begin one on the first
     statement, so it runs on the driver connection (whose own transaction handling is
-    off, see engine.py). It needs about the database's size again in free disk space.
+    off, see engine/sqlite.py). It needs about the database's size again in free disk
+    space.
     """
     driver_connection = connection.connection.dbapi_connection
     assert driver_connection is not None

@@ -23,7 +23,7 @@ from agentledger import (
     NewMessage,
     migrations,
 )
-from agentledger import engine as engine_module
+from agentledger.engine import pool as engine_pool
 
 from ..databases import scratch_database
 from . import summary
@@ -189,7 +189,7 @@ def test_a_connection_idle_past_the_threshold_is_pinged_before_use(
 ) -> None:
     with Ledger(server) as ledger:
         ledger.sessions.create("before")
-        monkeypatch.setattr(engine_module, "IDLE_PING_S", 0.0)
+        monkeypatch.setattr(engine_pool, "IDLE_PING_S", 0.0)
         kill(server, pooled_connection_id(ledger, server))
         with ledger.unit_of_work() as uow:  # a unit of work is never run again
             uow.sessions.create("after")

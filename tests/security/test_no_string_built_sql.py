@@ -13,8 +13,8 @@ SQL_CALLS = {"text", "exec_driver_sql", "execute", "executemany"}
 # (file, enclosing function) -> why building that statement from text is safe.
 REVIEWED = {
     ("_probe.py", "drop_temporary_table"): "a module constant, quoted as an identifier",
-    ("engine.py", "_on_sqlite_connect"): "PRAGMA with an int constant (no bind for PRAGMA)",
-    ("engine.py", "sqlite_migration_connection"): "PRAGMA ON/OFF chosen by a bool",
+    ("engine/sqlite.py", "_on_sqlite_connect"): "PRAGMA with an int constant (no bind for PRAGMA)",
+    ("engine/sqlite.py", "sqlite_migration_connection"): "PRAGMA ON/OFF chosen by a bool",
     ("migrations/environment.py", "_create_schema"): "a validated identifier, quoted",
 }
 

@@ -21,8 +21,13 @@ from sqlalchemy.pool import NullPool
 
 from agentledger import DatabaseLockedError, Ledger
 from agentledger import _driver as driver_module
-from agentledger._driver import DriverConnection, NeedsTransaction, NotPrebuilt, transaction
-from agentledger.engine import driver_begin_after_first
+from agentledger._driver import (
+    DriverConnection,
+    NeedsTransaction,
+    NotPrebuilt,
+    driver_begin_after_first,
+    transaction,
+)
 from agentledger.integrations.langgraph import LedgerSaver
 from agentledger.models import AgentLangGraphBlob, AgentLangGraphCheckpoint, AgentSession
 from agentledger.testing import tier

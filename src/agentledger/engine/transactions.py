@@ -1,0 +1,75 @@
+"""How a ledger marks and begins its transactions: the execution options it sets on
+connections and statements, the read policy, and a brief transaction of its own.
+
+The option names are read by the SQLite begin listener (``sqlite``) and by driver SQL
+(``agentledger._driver``), and set by the repositories: they live in this small module,
+which imports nothing else of ``engine``, so that each of those can import them without
+a cycle through the package.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Connection
+
+WRITE_OPTION = "agentledger_write"
+"""Connection execution option: this transaction will write (SQLite: BEGIN IMMEDIATE)."""
+ONE_STATEMENT_OPTION = "agentledger_one_statement"
+"""Connection execution option: this read-only transaction is one statement (SQLite: no
+BEGIN; in autocommit mode one statement is one read transaction, one snapshot)."""
+ALONE_OPTION = "agentledger_alone"
+"""Statement execution option: this statement is atomic by itself, and comes after
+statements that wrote nothing, so on driver SQL in the driver's autocommit it runs as its
+own transaction even as a call's second statement (``_driver.DriverConnection``)."""
+
+
+def read_only_options(connection: Connection) -> dict[str, Any]:
+    """Extra connection options for a ledger's read-only calls on this database.
+
+    PostgreSQL at READ COMMITTED (its default): AUTOCOMMIT. Otherwise asyncpg and
+    psycopg send BEGIN before the first SELECT and the unit of work ends with a
+    COMMIT: two more round trips around a read of one or two statements. At READ
+    COMMITTED each statement takes its own snapshot anyway, so a read that runs its
+    statements outside a transaction sees exactly what it would inside one, and both
+    drivers switch AUTOCOMMIT on and off on the client, with no round trip. An engine
+    set to REPEATABLE READ or SERIALIZABLE keeps its transactions, and so does asyncpg
+    set up for a transaction-mode pooler (SQLAlchemy's statement cache off, as
+    ``pgbouncer_engine_options`` does): asyncpg prepares and then executes a statement
+    in two exchanges, which such a pooler sends to one server connection only inside a
+    transaction. On MariaDB/MySQL the switch itself is a round trip (``SET
+    autocommit``), and SQLite reads need their BEGIN for one snapshot: both keep theirs.
+    """
+    if connection.dialect.name != "postgresql":
+        return {}
+    adapted: Any = connection.connection.dbapi_connection
+    if hasattr(adapted, "_prepared_statement_cache") and adapted._prepared_statement_cache is None:
+        return {}
+    levels = {connection.default_isolation_level, connection.get_isolation_level()}
+    return {"isolation_level": "AUTOCOMMIT"} if levels == {"READ COMMITTED"} else {}
+
+
+@contextmanager
+def brief_transaction(connection: Connection, *, commit: bool = False) -> Iterator[None]:
+    """Run a block in the caller's open transaction, else in a brief one of its own.
+
+    The statements of a block on a connection with no transaction open autobegin one;
+    it ends with the block, committed when ``commit`` (DDL, a session-level lock) and
+    rolled back otherwise (a read) or on failure. The connection is then left as the
+    caller had it: Alembic commits per migration only in a transaction it began, and a
+    SQLite migration needs none open. An open transaction stays the caller's.
+    """
+    began = not connection.in_transaction()
+    try:
+        yield
+    except BaseException:
+        if began and connection.in_transaction():
+            connection.rollback()
+        raise
+    if began and connection.in_transaction():
+        if commit:
+            connection.commit()
+        else:
+            connection.rollback()

@@ -1,0 +1,201 @@
+"""URLs and drivers: which database a URL names, and the driver each API uses there.
+
+URL facts are read here and nowhere else: which database a URL names (``is_sqlite``),
+the file a SQLite URL names (``sqlite_file``), whether two URLs name one database
+(``same_database``) and whether a SQLite file is opened read-only (``read_only_sqlite``,
+``is_read_only``). A plain ``sqlite:///``, ``postgresql://`` or ``mysql://`` URL picks
+the driver that fits the API (pysqlite / aiosqlite, psycopg / asyncpg, PyMySQL /
+aiomysql), and a driver named for the other API is swapped for its twin. It imports
+nothing else of ``engine``: every other module of it reads URLs through this one.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from sqlalchemy import Engine
+from sqlalchemy.engine import URL, make_url
+
+from .._translate import bad_url_as
+from .._translate import mask as mask
+from ..errors import DatabaseError, SchemaError, ValidationError
+
+DEFAULT_URL = "sqlite:///agentledger.db"
+URL_ENV = "AGENTLEDGER_DATABASE_URL"
+
+_SYNC_DRIVERS = {
+    "sqlite": "pysqlite",
+    "postgresql": "psycopg",
+    "mysql": "pymysql",
+    "mariadb": "pymysql",
+}
+_ASYNC_DRIVERS = {
+    "sqlite": "aiosqlite",
+    "postgresql": "asyncpg",
+    "mysql": "aiomysql",
+    "mariadb": "aiomysql",
+}
+_TO_ASYNC = {
+    "pysqlite": "aiosqlite",
+    "psycopg": "psycopg_async",
+    "psycopg2": "asyncpg",
+    "pg8000": "asyncpg",
+    "pymysql": "aiomysql",
+    "mysqldb": "aiomysql",
+    "mysqlconnector": "aiomysql",
+}
+_TO_SYNC = {
+    "aiosqlite": "pysqlite",
+    "asyncpg": "psycopg",
+    "psycopg_async": "psycopg",
+    "aiomysql": "pymysql",
+    "asyncmy": "pymysql",
+}
+_EXTRAS = {"postgresql": "postgres", "mysql": "mysql", "mariadb": "mysql"}
+_SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+
+def resolve_url(url: str | URL | None, *, asynchronous: bool) -> URL:
+    """The URL to connect to, with the driver that fits the sync or async API.
+
+    ``None`` means ``AGENTLEDGER_DATABASE_URL``, else ``sqlite:///agentledger.db``.
+    """
+    if url is None:
+        url = os.environ.get(URL_ENV) or DEFAULT_URL
+    not_a_url = ValidationError(
+        f"not a database URL: {mask(url)!s}; expected something like "
+        "sqlite:///agentledger.db or postgresql://user@host/db",
+        path="url",
+    )
+    with bad_url_as(lambda: not_a_url):
+        parsed = url if isinstance(url, URL) else make_url(url)
+    backend = parsed.get_backend_name()
+    if backend == "postgres":
+        backend = "postgresql"
+    if backend not in _SYNC_DRIVERS:
+        raise ValidationError(
+            f"unsupported database {backend!r} in {mask(parsed)}: agentledger runs on "
+            "sqlite, postgresql and mysql/mariadb",
+            path="url",
+        )
+    charset = parsed.query.get("charset")
+    if backend in ("mysql", "mariadb") and charset is not None and charset != "utf8mb4":
+        # Any other character set cannot hold every character agentledger stores (and
+        # PyMySQL fails on an unknown one with an AttributeError).
+        raise ValidationError(
+            f"charset={charset!s} in {mask(parsed)}: agentledger stores any Unicode text, "
+            "which needs charset=utf8mb4 (the default: leave it out)",
+            path="url",
+        )
+    driver = parsed.drivername.partition("+")[2]
+    if not driver:
+        driver = (_ASYNC_DRIVERS if asynchronous else _SYNC_DRIVERS)[backend]
+    elif asynchronous:
+        driver = _TO_ASYNC.get(driver, driver)
+    else:
+        driver = _TO_SYNC.get(driver, driver)
+    return parsed.set(drivername=f"{backend}+{driver}")
+
+
+def check_supported(engine: Engine) -> None:
+    """Refuse an engine of a dialect agentledger does not run on, with DatabaseError
+    naming it and the supported ones (before any SQL: its statements would fail)."""
+    dialect = engine.dialect
+    if dialect.name not in _SYNC_DRIVERS:
+        raise DatabaseError(
+            f"the {dialect.name} dialect ({dialect.driver}) is not supported: agentledger "
+            "runs on sqlite, postgresql and mysql/mariadb"
+        )
+
+
+def is_sqlite(url: str | URL) -> bool:
+    """Whether the URL names a SQLite database (a file, in-memory or a ``file:`` URI)."""
+    return resolve_url(url, asynchronous=False).get_backend_name() == "sqlite"
+
+
+def sqlite_file(url: str | URL) -> str | None:
+    """The path of the file a SQLite URL names, as written in the URL; else None.
+
+    None for another database, for a private in-memory one (``sqlite://``,
+    ``sqlite:///:memory:``) and for a ``file:`` URI, whose path and options (a memdb
+    VFS, ``mode=memory``) SQLite reads itself. A path that is not None is where
+    connecting creates the file when it does not exist.
+    """
+    if not is_sqlite(url):
+        return None
+    database = resolve_url(url, asynchronous=False).database or ""
+    if database in ("", ":memory:") or database.startswith("file:"):
+        return None
+    return database
+
+
+def same_database(first: str | URL, second: str | URL) -> bool:
+    """Whether two URLs name one database, whatever their drivers.
+
+    SQLite files are compared by their real paths (``./a.db`` and ``/tmp/../tmp/a.db``
+    can be one file); ``file:`` URIs by their text; a private in-memory database is
+    never the same as another. Servers are compared by host, port and database name
+    (a PostgreSQL schema is the caller's to compare).
+    """
+    a, b = resolve_url(first, asynchronous=False), resolve_url(second, asynchronous=False)
+    if a.get_backend_name() != b.get_backend_name():
+        return False
+    if not is_sqlite(a):
+        return (a.host, a.port, a.database) == (b.host, b.port, b.database)
+    files = sqlite_file(a), sqlite_file(b)
+    if files[0] is not None and files[1] is not None:
+        return os.path.realpath(files[0]) == os.path.realpath(files[1])
+    return a.database == b.database and (a.database or "") not in ("", ":memory:")
+
+
+def validate_schema(schema: str | None, dialect_name: str) -> str | None:
+    """Check the PostgreSQL schema option: an identifier, and only on PostgreSQL."""
+    if schema is None:
+        return None
+    if not isinstance(schema, str) or _SCHEMA_NAME.fullmatch(schema) is None:
+        raise ValidationError(
+            f"invalid schema name {schema!r}: use a letter or '_' then up to 62 letters, "
+            "digits or '_'",
+            path="schema",
+        )
+    if dialect_name != "postgresql":
+        raise SchemaError(
+            f"the schema option is only available on PostgreSQL, not on {dialect_name}: "
+            "on SQLite and MySQL/MariaDB agentledger's tables live in the database the "
+            "URL names (the table prefix agentledger_ keeps them apart)"
+        )
+    return schema
+
+
+def _missing_driver(url: URL, exc: Exception) -> DatabaseError:
+    extra = _EXTRAS.get(url.get_backend_name())
+    hint = f"pip install 'agentledger[{extra}]'" if extra else "install the driver"
+    return DatabaseError(f"the driver for {mask(url)} is not installed ({exc}); {hint}")
+
+
+def read_only_sqlite(url: URL) -> URL:
+    """``url``, or for an existing SQLite file this process cannot write (a read-only
+    file, folder or mount) the same file opened read-only: a URI with ``mode=ro``, and
+    ``immutable=1`` when the folder cannot take the ``-shm`` file WAL reads need (and
+    no ``-wal`` file holds changes a reader must see).
+
+    Reads then work (listing, export, ``db check``); a write raises
+    PermissionDeniedError before any SQL (see ``is_read_only``).
+    """
+    path = sqlite_file(url)
+    if path is None or not os.path.isfile(path):
+        return url
+    path = os.path.abspath(path)
+    folder_writable = os.access(os.path.dirname(path), os.W_OK)
+    if folder_writable and os.access(path, os.W_OK):
+        return url
+    query = {**url.query, "mode": "ro", "uri": "true"}
+    if not folder_writable and not os.path.exists(path + "-wal"):
+        query["immutable"] = "1"
+    return url.set(database=f"file:{path}", query=query)
+
+
+def is_read_only(url: URL) -> bool:
+    """Whether ``url`` is a SQLite file opened read-only (``read_only_sqlite``)."""
+    return url.get_backend_name() == "sqlite" and url.query.get("mode") == "ro"
