@@ -336,7 +336,7 @@ def transaction(
     (``engine.ALONE_OPTION``) runs in autocommit too; another begins a transaction for
     the rest of the block (PostgreSQL), or gets ``NeedsTransaction`` and the call runs
     through SQLAlchemy instead (SQLite). Either way the statements before it must have
-    written nothing (``repositories._langgraph_statements.insert_for_session_key``
+    written nothing (``repositories.langgraph.statements.insert_for_session_key``
     writes only when it finds the session; when it finds none, the call goes on to
     create it).
 

@@ -13,8 +13,8 @@ from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, gen
 from sqlalchemy import event
 from sqlalchemy.engine.interfaces import CacheStats
 
-from agentledger.repositories import langgraph as langgraph_repository
 from agentledger.repositories.langgraph import LangGraphRepository
+from agentledger.repositories.langgraph import repository as langgraph_repository
 
 from ...contract._sql import starting, statements_during, work
 from .conftest import Saved, close, make_ledger, make_saver, settled

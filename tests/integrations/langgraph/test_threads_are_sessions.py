@@ -21,8 +21,8 @@ from agentledger import ConflictError, Ledger
 from agentledger.integrations import framework_of
 from agentledger.integrations.langgraph import LedgerSaver
 from agentledger.models import AgentLangGraphBlob, AgentLangGraphCheckpoint, AgentLangGraphWrite
-from agentledger.repositories import langgraph as langgraph_repository
 from agentledger.repositories.langgraph import TOUCH_EVERY
+from agentledger.repositories.langgraph import repository as langgraph_repository
 from agentledger.repositories.sessions import keyed_session_id
 from agentledger.retention import PurgePolicy
 

@@ -1,83 +1,38 @@
-"""LangGraph checkpoints: the storage behind ``agentledger.integrations.langgraph``.
-
-A LangGraph thread is a session found by its external key (the thread id) in the
-repository's scope (``app_name``, ``user_id``); a thread's first ``put`` creates it
-with an id from ``new_session_id("langgraph")``. Each checkpoint is a row keyed by
-(session, namespace, checkpoint id) holding the serialized checkpoint without its
-channel values; each channel value is a row keyed by (session, namespace, channel,
-version), written once and shared by every checkpoint that has that version, so a
-step that changes one channel stores one value. Pending writes are rows keyed by
-(session, namespace, checkpoint id, task id, index).
-
-The repository knows nothing of LangGraph's types: values arrive serialized, as
-``(type tag, bytes)`` pairs, and leave the same way; the adapter owns the serializer.
-
-What LangGraph hands a saver, and the rule each follows (issue "LangGraph II"):
-
-- Channel values and writes may be anything LangGraph's serializer takes (tuples,
-  sets, bytes, datetimes, models): they arrive here as bytes, never as JSON.
-- Metadata and a ``list`` filter are JSON as LangGraph's SQL savers make them:
-  ``json.dumps`` and back, in the adapter (tuples become lists, non-string keys
-  strings; ``counters_since_delta_snapshot`` holds tuples). What JSON cannot hold (a
-  set, bytes, a datetime, NaN) is refused with its path, as those savers refuse it.
-- A bind whose type the database must infer is typed: a channel that lost its value
-  (a consumed trigger) is a NULL blob, and in the one-statement write's ``UNION ALL``
-  a NULL sent without a type is text to PostgreSQL, so nullable non-string binds
-  there are cast to their column's type (``_langgraph_statements._union_bind``).
-- A batch never carries one key twice to a statement: a checkpoint's channels are a
-  dict's keys; ``put_writes`` keeps, of one index written twice in a batch (a node
-  that interrupts twice writes ``__resume__`` twice), the first regular write and
-  the last special one, as writing them one by one would.
-- Thread ids, namespaces, checkpoint ids and channels are strings within their column
-  limits; anything else is refused, nothing of the call stored.
-"""
+"""LangGraph's checkpoints as operations of a repository: ``LangGraphRepository`` and
+its generated async face, over ``statements`` and ``values``."""
 
 from __future__ import annotations
 
 import builtins
-import zlib
 from collections.abc import AsyncIterator, Iterator, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
-from operator import itemgetter
 from typing import Any, cast
 
 from sqlalchemy import (
     ColumnElement,
-    Integer,
-    Table,
-    Text,
     and_,
-    bindparam,
     case,
     delete,
     func,
     literal,
-    null,
     select,
-    true,
     tuple_,
-    union_all,
 )
-from sqlalchemy import cast as sql_cast
 
-from .._checks import bounded_int, checked_text
-from .._concurrency import Runner, async_iterate, in_greenlet
-from .._json import check_json, decode_json
-from .._limits import (
+from ..._checks import bounded_int, checked_text
+from ..._concurrency import Runner, async_iterate, in_greenlet
+from ..._json import check_json, decode_json
+from ..._limits import (
     MAX_CHANNEL_LENGTH,
-    MAX_CHECKPOINT_ID_LENGTH,
     MAX_EXTERNAL_KEY_LENGTH,
-    MAX_NAMESPACE_LENGTH,
     MAX_TASK_ID_LENGTH,
-    MAX_TYPE_LENGTH,
     MAX_VERSION_LENGTH,
 )
-from .._translate import duplicate_as
-from ..engine import ONE_STATEMENT_OPTION
-from ..errors import ConflictError, CorruptRecordError, ValidationError
-from ..ids import new_session_id
-from ..langgraph_records import (
+from ..._translate import duplicate_as
+from ...engine import ONE_STATEMENT_OPTION
+from ...errors import ConflictError, ValidationError
+from ...ids import new_session_id
+from ...langgraph_records import (
     LANGGRAPH_APP_NAME,
     SHOWN_VALUE_BYTES,
     CheckpointRow,
@@ -88,388 +43,65 @@ from ..langgraph_records import (
     Typed,
     WriteRow,
 )
-from ..models import AgentLangGraphBlob, AgentLangGraphCheckpoint, AgentLangGraphWrite
-from ._base import Repository, Scope, operation
-from ._langgraph_statements import (
+from .._base import Repository, Scope, operation
+from .._session_row import SESSIONS
+from .._statements import (
+    insert_missing,
+    json_key_equals,
+    upsert_rows,
+)
+from ..sessions import external_key_hash, keyed_session_id, new_keyed_session
+from .statements import (
+    _AT_PART,
+    _CHECKPOINT_KEY,
+    _CHECKPOINT_PART,
+    _IN_ONE,
+    _LATEST,
+    _ONE,
+    _ORDER,
+    _PARTS_OF_ONE,
+    _ROW,
+    _SESSION_OF,
+    _VALUES,
+    _WRITES_OF,
+    PAGE,
+    _checkpoint_with_parts,
+    _Missing,
+    _newest_first,
+    _next,
+    _page_statement,
+    _parts_of_many,
+    _thread_session,
+    _Upserted,
     insert_for_new_session,
     insert_for_session_key,
     stores_for_session,
     touch_session_by_key,
 )
-from ._session_row import SESSIONS
-from ._statements import (
-    insert_missing,
-    json_key_equals,
-    json_object_entries,
-    probe_per_row,
-    upsert_rows,
+from .values import (
+    BLOBS,
+    CHECKPOINTS,
+    COMPRESSED,
+    WRITES,
+    _checkpoint_id,
+    _in_langgraph_order,
+    _matches,
+    _namespace,
+    _packed,
+    _Position,
+    _shown,
+    _size_check,
+    _stored_write,
+    _typed,
+    _unpacked,
+    _Values,
+    _Writes,
 )
-from .sessions import external_key_hash, keyed_session_id, new_keyed_session
 
-_Missing = tuple[Table, list[dict[str, Any]], tuple[str, ...]]
-"""Rows to insert where absent: (table, rows without a ``session_id``, their key)."""
-_Upserted = tuple[Table, list[dict[str, Any]], tuple[str, ...], list[str]]
-"""Rows to upsert: (table, rows without a ``session_id``, their key, refreshed columns)."""
-
-CHECKPOINTS = cast(Table, AgentLangGraphCheckpoint.__table__)
-BLOBS = cast(Table, AgentLangGraphBlob.__table__)
-WRITES = cast(Table, AgentLangGraphWrite.__table__)
-PAGE = 100
-"""Checkpoints read per query by ``list`` (one transaction each)."""
 TOUCH_EVERY = timedelta(seconds=1)
 """How far behind a thread's last write its session's ``updated_at`` may be: a write
 sets it only when it is older than this, since rewriting the session row at every
 ``put`` and ``put_writes`` cost more page writes than the checkpoint itself."""
-_CHECKPOINT_KEY = ("session_id", "checkpoint_ns", "checkpoint_id")
-_BY_KEY = and_(
-    SESSIONS.c.external_key_hash == bindparam("hash"), SESSIONS.c.external_key == bindparam("key")
-)
-_SESSION_OF = select(SESSIONS.c.id).where(_BY_KEY)
-_ROW = select(
-    SESSIONS.c.external_key.label("thread_id"),
-    CHECKPOINTS.c.session_id,
-    CHECKPOINTS.c.checkpoint_ns,
-    CHECKPOINTS.c.checkpoint_id,
-    CHECKPOINTS.c.parent_checkpoint_id,
-    CHECKPOINTS.c.type,
-    CHECKPOINTS.c.checkpoint,
-    CHECKPOINTS.c.channel_versions,
-    CHECKPOINTS.c.metadata,
-).join(SESSIONS, SESSIONS.c.id == CHECKPOINTS.c.session_id)
-_THREAD = SESSIONS.alias("thread")
-
-
-def _thread_session(key_hash: Any, key: Any) -> Any:
-    """The id of the session with external key ``key`` (its scope's hash ``key_hash``),
-    as a scalar subquery on a sessions alias of its own (see ``_IN_NAMESPACE``)."""
-    found = select(_THREAD.c.id).where(
-        _THREAD.c.external_key_hash == key_hash, _THREAD.c.external_key == key
-    )
-    return found.scalar_subquery()
-
-
-_THREAD_SESSION = _thread_session(bindparam("hash"), bindparam("key"))
-# The thread's session found first, on its own: its id is then a constant of the
-# checkpoints' primary-key range, which is read newest first and stops at the first row.
-# Joined to the key look-up instead, PostgreSQL read every checkpoint of the namespace
-# and sorted them (a thread's length in buffers for its latest checkpoint).
-_IN_NAMESPACE = _ROW.where(
-    CHECKPOINTS.c.session_id == _THREAD_SESSION, CHECKPOINTS.c.checkpoint_ns == bindparam("ns")
-)
-_LATEST = _IN_NAMESPACE.order_by(CHECKPOINTS.c.checkpoint_id.desc()).limit(1)
-_ONE = _IN_NAMESPACE.where(CHECKPOINTS.c.checkpoint_id == bindparam("id"))
-_VALUES = select(BLOBS.c.channel, BLOBS.c.version, BLOBS.c.type, BLOBS.c.blob).where(
-    BLOBS.c.session_id == bindparam("session_id"),
-    BLOBS.c.checkpoint_ns == bindparam("ns"),
-    tuple_(BLOBS.c.channel, BLOBS.c.version).in_(bindparam("pairs", expanding=True)),
-    BLOBS.c.type != "empty",
-)
-_WRITES_OF = select(
-    WRITES.c.task_id,
-    WRITES.c.idx,
-    WRITES.c.channel,
-    WRITES.c.type,
-    WRITES.c.blob,
-    WRITES.c.task_path,
-).where(
-    WRITES.c.session_id == bindparam("session_id"),
-    WRITES.c.checkpoint_ns == bindparam("ns"),
-    WRITES.c.checkpoint_id == bindparam("id"),
-)
-_CHECKPOINT_PART, _VALUE_PART, _WRITE_PART = 0, 1, 2
-"""What a row of a read of checkpoints with their parts is (its ``part`` column): small
-integers, the same object in every row, where a text label was a new string per row."""
-
-
-_AT_PART, _AT_CHANNEL, _AT_SESSION, _AT_NS, _AT_VERSION, _AT_TASK = range(6)
-_AT_TYPE, _AT_BLOB, _AT_TASK_PATH, _AT_IDX = range(6, 10)
-_AT_CHECKPOINT = _AT_VERSION
-"""Where a value or write row of a read of checkpoints with their parts
-(``_checkpoint_with_parts``, ``_PARTS_OF_ONE``) has each of its columns: the channel;
-the session and namespace (in a page of ``list``); the value's version, or the write's
-checkpoint id (in a page); the write's task id; the type tag and bytes; the write's task
-path and index. The checkpoint rows of ``_checkpoint_with_parts`` put theirs in the same
-positions (thread id, session, namespace, id, parent id, type, bytes, versions, none,
-metadata), read by name. Each column of each row costs the driver a value to make, a
-NULL too (sqlite3: about 50 ns), and a checkpoint's pending writes are most of a read's
-rows: sharing the positions left a write row 4 columns of NULL where it had 9."""
-
-
-_PARTS_OF_ONE = union_all(
-    select(
-        literal(_VALUE_PART).label("part"),
-        BLOBS.c.channel,
-        null().label("session_id"),
-        null().label("checkpoint_ns"),
-        BLOBS.c.version,
-        null().label("task_id"),
-        BLOBS.c.type,
-        BLOBS.c.blob,
-        null().label("task_path"),
-        sql_cast(null(), Integer).label("idx"),
-    ).where(
-        BLOBS.c.session_id == bindparam("session_id"),
-        BLOBS.c.checkpoint_ns == bindparam("ns"),
-        tuple_(BLOBS.c.channel, BLOBS.c.version).in_(bindparam("pairs", expanding=True)),
-        BLOBS.c.type != "empty",
-    ),
-    select(
-        literal(_WRITE_PART),
-        WRITES.c.channel,
-        null(),
-        null(),
-        null(),
-        WRITES.c.task_id,
-        WRITES.c.type,
-        WRITES.c.blob,
-        WRITES.c.task_path,
-        WRITES.c.idx,
-    ).where(
-        WRITES.c.session_id == bindparam("session_id"),
-        WRITES.c.checkpoint_ns == bindparam("ns"),
-        WRITES.c.checkpoint_id == bindparam("id"),
-    ),
-)
-"""One checkpoint's channel values and pending writes in one query (one round trip)."""
-
-
-def _checkpoint_with_parts(query: Any, dialect_name: str, *, page: bool) -> Any:
-    """``query``'s checkpoints (one, or a ``page`` of ``list``) with their channel values
-    and pending writes, in one statement: a single snapshot, so a concurrent prune or
-    delete cannot leave a checkpoint without the values it names. The values are
-    probed by the entries of each one's channel_versions
-    (``_statements.json_object_entries``, ``probe_per_row``); None where the dialect
-    cannot make those. Rows: a ``_CHECKPOINT_PART`` per checkpoint, and ``_VALUE_PART``
-    and ``_WRITE_PART`` rows naming theirs (``_parts_of_many`` reads them); of one
-    checkpoint (not a ``page``), those leave out its place, known from its row: a
-    pending write's row is most of a read's rows, and each text column of each row is
-    a new string for the driver to make."""
-    head = query.cte("head")
-    versions = json_object_entries(dialect_name, head.c.channel_versions)
-    if versions is None:
-        return None
-    # The (channel, version) pairs the checkpoints name, a page's each once: its
-    # checkpoints share most of theirs (a channel no step changed), so each value is
-    # probed and sent once, by its primary key, whatever the thread's length (one
-    # checkpoint's are distinct already: no DISTINCT, a tenth of SQLite's time).
-    pairs = select(
-        head.c.session_id,
-        head.c.checkpoint_ns,
-        versions.c.key.label("channel"),
-        versions.c.value.label("version"),
-    ).join_from(head, versions, true())
-    wanted = (pairs.distinct() if page else pairs).subquery("wanted")
-    value = select(BLOBS.c.type, BLOBS.c.blob).where(
-        BLOBS.c.session_id == wanted.c.session_id,
-        BLOBS.c.checkpoint_ns == wanted.c.checkpoint_ns,
-        BLOBS.c.channel == wanted.c.channel,
-        BLOBS.c.version == wanted.c.version,
-        BLOBS.c.type != "empty",
-    )
-    (value_type, value_blob), probed, on = probe_per_row(dialect_name, value, "value")
-    values_of = select(literal(1)).select_from(wanted).outerjoin(probed, on)
-
-    def place(*columns: Any) -> builtins.list[Any]:
-        return list(columns) if page else [null() for _ in columns]
-
-    # The columns by position: see ``_AT_PART``.
-    return union_all(
-        select(
-            literal(_CHECKPOINT_PART).label("part"),
-            head.c.thread_id,
-            head.c.session_id,
-            head.c.checkpoint_ns,
-            head.c.checkpoint_id,
-            head.c.parent_checkpoint_id,
-            head.c.type,
-            head.c.checkpoint,
-            # Sent as text, decoded once per checkpoint by ``_assemble``: as JSON, the
-            # type's reader ran on every value and write row too (NULL there), a fifth
-            # of the Python time of a SQLite ``get``; and psycopg made a JSON loader per
-            # column per call and decoded bytes, a tenth of a PostgreSQL ``get``.
-            sql_cast(head.c.channel_versions, Text()).label("channel_versions"),
-            # Typed: PostgreSQL types a UNION's branches pairwise, and two NULLs are text.
-            sql_cast(null(), Integer).label("idx"),
-            sql_cast(head.c.metadata, Text()).label("metadata"),
-        ),
-        values_of.with_only_columns(
-            literal(_VALUE_PART),
-            wanted.c.channel,
-            *place(wanted.c.session_id, wanted.c.checkpoint_ns),
-            wanted.c.version,
-            null(),
-            value_type,
-            value_blob,
-            null(),
-            null(),
-            null(),
-            maintain_column_froms=False,
-        ),
-        select(
-            literal(_WRITE_PART),
-            WRITES.c.channel,
-            *place(head.c.session_id, head.c.checkpoint_ns, head.c.checkpoint_id),
-            WRITES.c.task_id,
-            WRITES.c.type,
-            WRITES.c.blob,
-            WRITES.c.task_path,
-            WRITES.c.idx,
-            null(),
-        ).join_from(
-            head,
-            WRITES,
-            and_(
-                WRITES.c.session_id == head.c.session_id,
-                WRITES.c.checkpoint_ns == head.c.checkpoint_ns,
-                WRITES.c.checkpoint_id == head.c.checkpoint_id,
-            ),
-        ),
-    )
-
-
-_ORDER = (CHECKPOINTS.c.checkpoint_id, CHECKPOINTS.c.checkpoint_ns, CHECKPOINTS.c.session_id)
-"""The order of ``list``: newest checkpoint id first, then namespace and session."""
-
-
-def _newest_first(ns_given: bool) -> builtins.list[Any]:
-    """``_ORDER`` descending, without the namespace when the query fixes it: MariaDB
-    does not drop a column compared to a parameter from ORDER BY, and sorted every
-    checkpoint of the namespace for a page of ten."""
-    return [column.desc() for column in _ORDER if not (ns_given and column is _ORDER[1])]
-
-
-_PAGES: dict[tuple[str, bool, bool, bool, bool], Any] = {}
-"""The one-statement pages of ``list`` by (dialect, ns, id, before, after given)."""
-
-
-def _page_statement(
-    dialect_name: str, ns: bool, checkpoint_id: bool, before: bool, after: bool
-) -> Any:
-    """A page of one thread's checkpoints (newest first, ``size`` of them) with their
-    values and writes, in one statement built once per shape; None where the dialect
-    cannot make it (``_checkpoint_with_parts``)."""
-    key = (dialect_name, ns, checkpoint_id, before, after)
-    if key not in _PAGES:
-        id_type = CHECKPOINTS.c.checkpoint_id.type
-        conditions = [CHECKPOINTS.c.session_id == _THREAD_SESSION]
-        if ns:
-            conditions.append(CHECKPOINTS.c.checkpoint_ns == bindparam("ns"))
-        if checkpoint_id:
-            conditions.append(CHECKPOINTS.c.checkpoint_id == bindparam("id"))
-        if before:
-            conditions.append(CHECKPOINTS.c.checkpoint_id < bindparam("before", type_=id_type))
-        if after:
-            position = (
-                bindparam("after_id", type_=id_type),
-                bindparam("after_ns", type_=CHECKPOINTS.c.checkpoint_ns.type),
-                bindparam("after_session", type_=SESSIONS.c.id.type),
-            )
-            conditions.append(tuple_(*_ORDER) < tuple_(*position))
-        query = (
-            _ROW.where(*conditions)
-            .order_by(*_newest_first(ns))
-            .limit(bindparam("size", type_=Integer()))
-        )
-        _PAGES[key] = _checkpoint_with_parts(query, dialect_name, page=True)
-    return _PAGES[key]
-
-
-def _next(rows: Sequence[Any], size: int) -> _Position | None:
-    """Where the next page starts after ``rows`` of a page of ``size`` (None: the end)."""
-    if len(rows) < size:
-        return None
-    last = rows[-1]
-    return _Position(last.checkpoint_id, last.checkpoint_ns, last.session_id)
-
-
-_IN_ONE: dict[tuple[str, bool], Any] = {}
-"""The one-statement reads of ``get`` by (dialect, latest), built on first use."""
-
-COMPRESSED = "+zlib"
-"""Ends the stored type tag of a value stored zlib-compressed (its type tag is the rest),
-as LangGraph's own serializer wrappers mark theirs (``EncryptedSerializer``:
-``msgpack+aes``). Reserved: a serializer's own tag may not end so."""
-COMPRESS_FROM = 1024
-"""Values of at least this many bytes are stored compressed when that saves a tenth or
-more. A long thread's growing channel is stored at every step it changes (a list of
-1,000 messages: 68 KB of msgpack, each version apart): compressed, 2.8 KB. PostgreSQL
-compresses values over 2 KB itself, 4.4 KB for that one; SQLite stores every byte.
-Smaller values gain less than the call costs."""
-
-_Values = dict[tuple[str, str, str, str], Typed]
-_Writes = dict[tuple[str, str, str], list[StoredWrite]]
-
-
-@dataclass(frozen=True)
-class _Position:
-    checkpoint_id: str
-    checkpoint_ns: str
-    session_id: str
-
-
-def _namespace(value: object) -> str:
-    return checked_text(value, "checkpoint_ns", max_length=MAX_NAMESPACE_LENGTH, min_length=0)
-
-
-def _checkpoint_id(value: object, name: str = "checkpoint_id") -> str:
-    return checked_text(value, name, max_length=MAX_CHECKPOINT_ID_LENGTH)
-
-
-def _typed(value: object, name: str) -> Typed:
-    if (
-        not isinstance(value, tuple)
-        or len(value) != 2
-        or not isinstance(value[0], str)
-        or not isinstance(value[1], bytes | bytearray | memoryview)
-    ):
-        raise ValidationError(f"{name} must be a (type, bytes) pair", path=name)
-    checked_text(value[0], f"{name} type", max_length=MAX_TYPE_LENGTH)
-    if value[0].endswith(COMPRESSED):
-        raise ValidationError(
-            f"{name} type {value[0]!r} ends in {COMPRESSED!r}, which agentledger's stored "
-            "types keep for the values it compressed",
-            path=name,
-        )
-    return value[0], bytes(value[1])
-
-
-def _packed(typed: Typed) -> Typed:
-    """``typed`` as stored: compressed when large enough to gain (``COMPRESS_FROM``)."""
-    kind, data = typed
-    if len(data) >= COMPRESS_FROM and len(kind) + len(COMPRESSED) <= MAX_TYPE_LENGTH:
-        packed = zlib.compress(data, 1)
-        if len(packed) * 10 <= len(data) * 9:
-            return kind + COMPRESSED, packed
-    return typed
-
-
-def _unpacked(kind: str, data: Any, table: Table, key: object, column: str = "blob") -> Typed:
-    """A stored value as its serializer gave it (decompressed if ``_packed`` did).
-
-    Raises:
-        CorruptRecordError: a value typed compressed that does not decompress.
-    """
-    if not kind.endswith(COMPRESSED):
-        return kind, bytes(data)
-    try:
-        return kind[: -len(COMPRESSED)], zlib.decompress(data)
-    except zlib.error as error:
-        raise CorruptRecordError(
-            f"{table.name} row {key!r}: column {column} is not the zlib data its type "
-            f"{kind!r} says ({error}); it was written by something other than agentledger",
-            table=table.name,
-            key=key,
-            column=column,
-        ) from None
-
-
-def _size_check(total: int, limit: int, what: str) -> None:
-    if total > limit:
-        raise ValidationError(
-            f"{what} is {total:,} bytes serialized, over the limit of {limit:,} "
-            "(Limits.max_checkpoint_bytes)",
-            path=what,
-        )
 
 
 class LangGraphRepository(Repository):
@@ -554,7 +186,7 @@ class LangGraphRepository(Repository):
         upserted: _Upserted,
     ) -> bool:
         """Create the thread's session and store the rows in it, one statement
-        (``_langgraph_statements.insert_for_new_session``, where ``stores_for_session``); False,
+        (``statements.insert_for_new_session``, where ``stores_for_session``); False,
         having written nothing, when a session has its key by now (the thread is stored,
         or a concurrent first write created it) or its new id."""
         values = new_keyed_session(
@@ -579,7 +211,7 @@ class LangGraphRepository(Repository):
         ``upserted`` (table, rows, keys, refreshed columns), their rows without a
         ``session_id``, for the thread's session, created if need be. On PostgreSQL one
         statement finds the session by its key and stores them
-        (``_langgraph_statements.insert_for_session_key``); when it finds none it writes
+        (``statements.insert_for_session_key``); when it finds none it writes
         nothing, and one more creates the session and stores them (``insert_for_new_session``), or,
         where a concurrent writer created it, the first runs again.
 
@@ -1311,83 +943,6 @@ class LangGraphRepository(Repository):
         return copied
 
 
-def _parts_of_many(
-    rows: Sequence[Any], one: tuple[str, str, str] | None = None
-) -> tuple[_Values, _Writes]:
-    """The values and writes among the rows of ``_checkpoint_with_parts`` or
-    ``_PARTS_OF_ONE`` (checkpoint rows left out), by checkpoint; writes in LangGraph's
-    order. ``one``: the place (session, namespace, id) of the one checkpoint whose part
-    rows leave theirs out. Read by position (``_AT_PART``): a read's rows are mostly
-    pending writes, and this loop is most of its Python time."""
-    values: _Values = {}
-    writes: _Writes = {}
-    for part in rows:
-        kind = part[_AT_PART]
-        if kind == _WRITE_PART:
-            at = one or (part[_AT_SESSION], part[_AT_NS], part[_AT_CHECKPOINT])
-            write = _stored_write(
-                at,
-                part[_AT_TASK],
-                part[_AT_CHANNEL],
-                part[_AT_TYPE],
-                part[_AT_BLOB],
-                part[_AT_TASK_PATH],
-                part[_AT_IDX],
-            )
-            found = writes.get(at)
-            if found is None:
-                writes[at] = [write]
-            else:
-                found.append(write)
-        elif kind == _VALUE_PART:
-            kind_tag = part[_AT_TYPE]
-            if kind_tag is not None and kind_tag != "empty":
-                session_ns = one or (part[_AT_SESSION], part[_AT_NS])
-                key = (session_ns[0], session_ns[1], part[_AT_CHANNEL], part[_AT_VERSION])
-                values[key] = _unpacked(kind_tag, part[_AT_BLOB], BLOBS, key)
-    for pending in writes.values():
-        _in_langgraph_order(pending)
-    return values, writes
-
-
-def _shown(session_id: str, row: Any) -> bytes | None:
-    """A small ``json`` write's bytes as ``session_rows`` returns them (decompressed)."""
-    key = (session_id, row.checkpoint_ns, row.checkpoint_id, row.task_id, row.idx)
-    _, data = _unpacked(row.type, row.value, WRITES, key)
-    return data if len(data) <= SHOWN_VALUE_BYTES else None
-
-
-def _stored_write(
-    checkpoint: tuple[str, str, str],
-    task_id: str,
-    channel: str,
-    kind: str,
-    blob: bytes,
-    task_path: str,
-    idx: int,
-) -> StoredWrite:
-    """A pending write on ``checkpoint`` (session, namespace, id) from its stored
-    columns, its value decompressed if stored so."""
-    value = _unpacked(kind, blob, WRITES, (*checkpoint, task_id, idx))
-    return StoredWrite(task_id, channel, value, task_path, idx)
-
-
-_LANGGRAPH_ORDER = itemgetter(
-    *(StoredWrite._fields.index(name) for name in ("task_path", "task_id", "idx"))
-)
-"""The order of one checkpoint's pending writes in LangGraph's own savers: a
-``StoredWrite``'s task path, task id and index (by position: faster than by name)."""
-
-
-def _in_langgraph_order(writes: builtins.list[StoredWrite]) -> None:
-    """Sort one checkpoint's pending writes as LangGraph's own savers return them."""
-    writes.sort(key=_LANGGRAPH_ORDER)
-
-
-def _matches(metadata: dict[str, Any], filter: dict[str, Any]) -> bool:
-    return all(key in metadata and metadata[key] == value for key, value in filter.items())
-
-
 class AsyncLangGraphRepository:
     """LangGraph checkpoints on the async API: each call is handed to the sync
     ``LangGraphRepository`` in one hop by its runner (a transaction of its own; on a
@@ -1550,13 +1105,3 @@ class AsyncLangGraphRepository:
         return await self._run(self._proxied.copy_thread, source_thread_id, target_thread_id)
 
     # --- end of async proxies ---
-
-
-__all__ = [
-    "AsyncLangGraphRepository",
-    "LangGraphRepository",
-    "PruneStrategy",
-    "StoredCheckpoint",
-    "StoredWrite",
-    "Typed",
-]

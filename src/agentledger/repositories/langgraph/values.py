@@ -1,0 +1,164 @@
+"""LangGraph's stored shapes, I/O-free: the checks of ids, namespaces and values, the
+codec of a stored value (its type tag and bytes, zlib-compressed when that pays), and
+the order LangGraph reads writes in."""
+
+from __future__ import annotations
+
+import builtins
+import zlib
+from dataclasses import dataclass
+from operator import itemgetter
+from typing import Any, cast
+
+from sqlalchemy import (
+    Table,
+)
+
+from ..._checks import checked_text
+from ..._limits import (
+    MAX_CHECKPOINT_ID_LENGTH,
+    MAX_NAMESPACE_LENGTH,
+    MAX_TYPE_LENGTH,
+)
+from ...errors import CorruptRecordError, ValidationError
+from ...langgraph_records import (
+    SHOWN_VALUE_BYTES,
+    StoredWrite,
+    Typed,
+)
+from ...models import AgentLangGraphBlob, AgentLangGraphCheckpoint, AgentLangGraphWrite
+
+CHECKPOINTS = cast(Table, AgentLangGraphCheckpoint.__table__)
+BLOBS = cast(Table, AgentLangGraphBlob.__table__)
+WRITES = cast(Table, AgentLangGraphWrite.__table__)
+"""LangGraph's three tables (their models: ``models/langgraph.py``)."""
+
+
+COMPRESSED = "+zlib"
+"""Ends the stored type tag of a value stored zlib-compressed (its type tag is the rest),
+as LangGraph's own serializer wrappers mark theirs (``EncryptedSerializer``:
+``msgpack+aes``). Reserved: a serializer's own tag may not end so."""
+
+
+COMPRESS_FROM = 1024
+"""Values of at least this many bytes are stored compressed when that saves a tenth or
+more. A long thread's growing channel is stored at every step it changes (a list of
+1,000 messages: 68 KB of msgpack, each version apart): compressed, 2.8 KB. PostgreSQL
+compresses values over 2 KB itself, 4.4 KB for that one; SQLite stores every byte.
+Smaller values gain less than the call costs."""
+
+
+_Values = dict[tuple[str, str, str, str], Typed]
+
+
+_Writes = dict[tuple[str, str, str], list[StoredWrite]]
+
+
+@dataclass(frozen=True)
+class _Position:
+    checkpoint_id: str
+    checkpoint_ns: str
+    session_id: str
+
+
+def _namespace(value: object) -> str:
+    return checked_text(value, "checkpoint_ns", max_length=MAX_NAMESPACE_LENGTH, min_length=0)
+
+
+def _checkpoint_id(value: object, name: str = "checkpoint_id") -> str:
+    return checked_text(value, name, max_length=MAX_CHECKPOINT_ID_LENGTH)
+
+
+def _typed(value: object, name: str) -> Typed:
+    if (
+        not isinstance(value, tuple)
+        or len(value) != 2
+        or not isinstance(value[0], str)
+        or not isinstance(value[1], bytes | bytearray | memoryview)
+    ):
+        raise ValidationError(f"{name} must be a (type, bytes) pair", path=name)
+    checked_text(value[0], f"{name} type", max_length=MAX_TYPE_LENGTH)
+    if value[0].endswith(COMPRESSED):
+        raise ValidationError(
+            f"{name} type {value[0]!r} ends in {COMPRESSED!r}, which agentledger's stored "
+            "types keep for the values it compressed",
+            path=name,
+        )
+    return value[0], bytes(value[1])
+
+
+def _packed(typed: Typed) -> Typed:
+    """``typed`` as stored: compressed when large enough to gain (``COMPRESS_FROM``)."""
+    kind, data = typed
+    if len(data) >= COMPRESS_FROM and len(kind) + len(COMPRESSED) <= MAX_TYPE_LENGTH:
+        packed = zlib.compress(data, 1)
+        if len(packed) * 10 <= len(data) * 9:
+            return kind + COMPRESSED, packed
+    return typed
+
+
+def _unpacked(kind: str, data: Any, table: Table, key: object, column: str = "blob") -> Typed:
+    """A stored value as its serializer gave it (decompressed if ``_packed`` did).
+
+    Raises:
+        CorruptRecordError: a value typed compressed that does not decompress.
+    """
+    if not kind.endswith(COMPRESSED):
+        return kind, bytes(data)
+    try:
+        return kind[: -len(COMPRESSED)], zlib.decompress(data)
+    except zlib.error as error:
+        raise CorruptRecordError(
+            f"{table.name} row {key!r}: column {column} is not the zlib data its type "
+            f"{kind!r} says ({error}); it was written by something other than agentledger",
+            table=table.name,
+            key=key,
+            column=column,
+        ) from None
+
+
+def _size_check(total: int, limit: int, what: str) -> None:
+    if total > limit:
+        raise ValidationError(
+            f"{what} is {total:,} bytes serialized, over the limit of {limit:,} "
+            "(Limits.max_checkpoint_bytes)",
+            path=what,
+        )
+
+
+def _shown(session_id: str, row: Any) -> bytes | None:
+    """A small ``json`` write's bytes as ``session_rows`` returns them (decompressed)."""
+    key = (session_id, row.checkpoint_ns, row.checkpoint_id, row.task_id, row.idx)
+    _, data = _unpacked(row.type, row.value, WRITES, key)
+    return data if len(data) <= SHOWN_VALUE_BYTES else None
+
+
+def _stored_write(
+    checkpoint: tuple[str, str, str],
+    task_id: str,
+    channel: str,
+    kind: str,
+    blob: bytes,
+    task_path: str,
+    idx: int,
+) -> StoredWrite:
+    """A pending write on ``checkpoint`` (session, namespace, id) from its stored
+    columns, its value decompressed if stored so."""
+    value = _unpacked(kind, blob, WRITES, (*checkpoint, task_id, idx))
+    return StoredWrite(task_id, channel, value, task_path, idx)
+
+
+_LANGGRAPH_ORDER = itemgetter(
+    *(StoredWrite._fields.index(name) for name in ("task_path", "task_id", "idx"))
+)
+"""The order of one checkpoint's pending writes in LangGraph's own savers: a
+``StoredWrite``'s task path, task id and index (by position: faster than by name)."""
+
+
+def _in_langgraph_order(writes: builtins.list[StoredWrite]) -> None:
+    """Sort one checkpoint's pending writes as LangGraph's own savers return them."""
+    writes.sort(key=_LANGGRAPH_ORDER)
+
+
+def _matches(metadata: dict[str, Any], filter: dict[str, Any]) -> bool:
+    return all(key in metadata and metadata[key] == value for key, value in filter.items())
