@@ -16,14 +16,13 @@ from typing import Any, Literal
 from sqlalchemy.dialects.mysql import insert as mysql_insert
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.engine import URL, Dialect
+from sqlalchemy.engine import Dialect
 
 
 @dataclass(frozen=True)
 class Capabilities:
     """What one database family can do that agentledger's statements depend on."""
 
-    name: str
     update_returning: bool
     """``UPDATE ... RETURNING`` (PostgreSQL, SQLite): a counter or a row read back in
     the UPDATE. Without it (MariaDB/MySQL) a counter goes through
@@ -83,7 +82,6 @@ class Capabilities:
 
 
 _POSTGRESQL = Capabilities(
-    name="postgresql",
     update_returning=True,
     dml_in_cte=True,
     insert=postgresql_insert,
@@ -102,7 +100,6 @@ _POSTGRESQL = Capabilities(
     single_file=False,
 )
 _SQLITE = Capabilities(
-    name="sqlite",
     update_returning=True,
     dml_in_cte=False,
     insert=sqlite_insert,
@@ -121,7 +118,6 @@ _SQLITE = Capabilities(
     single_file=True,
 )
 _MYSQL = Capabilities(
-    name="mysql",
     update_returning=False,
     dml_in_cte=False,
     insert=mysql_insert,
@@ -149,14 +145,9 @@ CAPABILITIES: dict[str, Capabilities] = {
 }
 
 
-def capabilities(dialect: Dialect | URL | str) -> Capabilities:
-    """The capabilities of ``dialect`` (a Dialect, a URL, or a dialect's name)."""
-    if isinstance(dialect, URL):
-        name = dialect.get_backend_name()
-    elif isinstance(dialect, str):
-        name = dialect
-    else:
-        name = dialect.name
+def capabilities(dialect: Dialect | str) -> Capabilities:
+    """The capabilities of ``dialect`` (a Dialect, or a dialect's name)."""
+    name = dialect if isinstance(dialect, str) else dialect.name
     try:
         return CAPABILITIES[name]
     except KeyError:
