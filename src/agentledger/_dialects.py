@@ -75,6 +75,11 @@ class Capabilities:
     index_hints: bool
     """``FORCE INDEX`` (MariaDB/MySQL), for where their optimizer would scan a table
     under a locking read and lock every session's rows."""
+    driver_sql: bool
+    """The fast path of the LangGraph store's hot calls (``_driver``: statements
+    compiled once and run on the DBAPI cursor) works here: each of their reads is one
+    statement that can be compiled once (``json_object_rows``). MariaDB/MySQL's take
+    two, the second with an expanding IN list that is compiled anew for each length."""
     single_file: bool
     """A database that is one local file (SQLite): its free pages are given back only
     by VACUUM, and its migrations rebuild tables in batch mode, which needs a live
@@ -97,6 +102,7 @@ _POSTGRESQL = Capabilities(
     lateral=True,
     temporary_tables_survive_rollback=False,
     index_hints=False,
+    driver_sql=True,
     single_file=False,
 )
 _SQLITE = Capabilities(
@@ -115,6 +121,7 @@ _SQLITE = Capabilities(
     lateral=False,
     temporary_tables_survive_rollback=False,
     index_hints=False,
+    driver_sql=True,
     single_file=True,
 )
 _MYSQL = Capabilities(
@@ -133,6 +140,7 @@ _MYSQL = Capabilities(
     lateral=True,
     temporary_tables_survive_rollback=True,
     index_hints=True,
+    driver_sql=False,
     single_file=False,
 )
 

@@ -13,12 +13,38 @@ SQLAlchemy. Driver errors are wrapped as SQLAlchemy's ``DBAPIError`` (a lost
 connection invalidated, as SQLAlchemy does), so agentledger's translation and retry
 rules apply unchanged.
 
-Where it runs (``usable``): a ledger's own engine on SQLite or PostgreSQL
-(``takes_driver_sql``; how a transaction begins there, which cursor it uses and its
-autocommit are the ``driver_*`` hooks here, beside the executor), with no
-PostgreSQL schema map, and no statement listener on the engine (``before_cursor_execute``
-and ``after_cursor_execute`` see every statement: with one registered, the same
-statements go through SQLAlchemy instead).
+Where it runs is the ledger's ``driver_sql`` option, read once by its runner
+(``_runner``): on (the default) where ``available`` says it can (the database family's
+capability ``driver_sql``: SQLite and PostgreSQL; an engine the ledger created, whose
+connections no one else configures; no PostgreSQL schema map), or off, every statement
+through SQLAlchemy. Only the operations marked ``on_driver`` take it (LangGraph's hot
+calls). SQLAlchemy's engine logging sees its statements: each is logged by the
+engine's logger as SQLAlchemy logs its own (the SQL, then its parameters, tagged
+``[driver SQL]``), with its COMMIT and ROLLBACK. Statement listeners
+(``before_cursor_execute``, ``after_cursor_execute``) take a SQLAlchemy ``Connection``
+and execution context that driver SQL does not have: with one on the engine, the path
+steps aside (``steps_aside``) and the same statements go through SQLAlchemy, where the
+listener sees them.
+
+The transaction of one call, by database and by how the ledger reads
+(``transaction``; no other mode exists):
+
+================================  ===================  ============================  ===========
+database, call                    begins               a second statement            ends
+================================  ===================  ============================  ===========
+SQLite, write                     ``BEGIN IMMEDIATE``  in the transaction            ``COMMIT``
+SQLite, read                      nothing: one         atomic by itself              nothing
+                                  statement in the     (``ALONE_OPTION``): the same;
+                                  driver's autocommit  else ``NeedsTransaction``:
+                                  is one snapshot      the call runs on SQLAlchemy
+PostgreSQL, reads in AUTOCOMMIT   nothing: the first   atomic by itself: the same;   ``COMMIT``
+(``read_only_options``), read     statement is atomic  else the driver leaves        of the rest
+or write                          by itself (a write's autocommit, the rest is one
+                                  COMMIT is its own)   transaction
+PostgreSQL otherwise (REPEATABLE  the driver, at the   in the transaction            ``COMMIT``
+READ, SERIALIZABLE, a pooler in   first statement
+transaction mode), read or write
+================================  ===================  ============================  ===========
 """
 
 from __future__ import annotations
@@ -31,7 +57,9 @@ from typing import Any, cast
 from sqlalchemy import Engine
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, Dialect
+from sqlalchemy.sql.util import _repr_params
 
+from ._dialects import capabilities
 from ._translate import translated_commit
 from .engine import ALONE_OPTION
 from .engine.sqlite import _sqlite_begin
@@ -155,8 +183,14 @@ class DriverConnection:
         one_statement: bool,
         commits: bool = False,
         url: URL | None = None,
+        log: Callable[..., None] | None = None,
+        hide_parameters: bool = False,
     ) -> None:
         self.dialect = dialect
+        self._log = log
+        """The engine logger's ``info`` when SQL logging is on (``echo``, or the
+        ``sqlalchemy.engine`` logger at INFO); None when it is off."""
+        self._hide_parameters = hide_parameters
         self._dbapi = dbapi_connection
         self._one_statement = one_statement
         self._commits = commits
@@ -171,6 +205,12 @@ class DriverConnection:
         """Whether a statement found the connection lost (``transaction`` then throws it
         away rather than hand it back to the pool: the error reaching it may be
         agentledger's translation already)."""
+
+    @property
+    def in_autocommit(self) -> bool:
+        """Whether the block still runs in the driver's autocommit (no transaction to
+        commit or roll back)."""
+        return self._one_statement
 
     def execute(
         self, statement: Any, parameters: dict[str, Any] | list[dict[str, Any]] | None = None
@@ -205,6 +245,8 @@ class DriverConnection:
             bound = [prepared.parameters(each) for each in cast(list[Any], parameters)]
         else:
             bound = prepared.parameters(cast(dict[str, Any], parameters or {}))
+        if self._log is not None:
+            self._log_statement(prepared.sql, bound, many)
         cursor = driver_cursor(self._dbapi, self.dialect)
         try:
             if many:
@@ -228,12 +270,20 @@ class DriverConnection:
         rows = prepared.rows(fetched) if prepared.row is not None else []
         return DriverResult(rows, rowcount)
 
+    def _log_statement(self, sql: str, bound: Any, many: bool) -> None:
+        """Log a statement as SQLAlchemy's ``Connection`` logs its own: the SQL, then
+        its parameters (or that they are hidden), tagged ``[driver SQL]``."""
+        assert self._log is not None
+        self._log(sql)
+        if self._hide_parameters:
+            self._log("[driver SQL] [SQL parameters hidden due to hide_parameters=True]")
+        else:
+            self._log("[driver SQL] %r", _repr_params(bound, batches=10, ismulti=many))
 
-def takes_driver_sql(dialect: Dialect) -> bool:
-    """Whether ``_driver`` runs on this dialect: SQLite and PostgreSQL, whose LangGraph
-    reads are one statement each (``repositories._statements.json_object_entries``). MariaDB/MySQL's
-    take two, the second with an expanding IN that cannot be compiled once."""
-    return dialect.name in ("sqlite", "postgresql")
+    def log(self, message: str) -> None:
+        """Log a transaction's ``BEGIN``, ``COMMIT`` or ``ROLLBACK`` when SQL logging is on."""
+        if self._log is not None:
+            self._log(message)
 
 
 def driver_one_statement(dialect: Dialect, read_options: dict[str, Any], *, writes: bool) -> bool:
@@ -309,15 +359,23 @@ def driver_execute_options(dialect: Dialect) -> dict[str, Any]:
     return {}
 
 
-def usable(engine: Engine, *, schema: str | None) -> bool:
-    """Whether driver SQL may run on ``engine`` (see the module's docstring)."""
+def unavailable(engine: Engine, *, owns_engine: bool, schema: str | None) -> str | None:
+    """Why driver SQL cannot run on ``engine`` (see the module's docstring), or None
+    when it can."""
+    if not capabilities(engine.dialect).driver_sql:
+        return f"the {engine.dialect.name} dialect has no driver SQL path"
+    if not owns_engine:
+        return "the ledger runs on a borrowed engine, whose connections are yours"
+    if schema is not None:
+        return "a schema= map needs SQLAlchemy's schema translation"
+    return None
+
+
+def steps_aside(engine: Engine) -> bool:
+    """Whether a statement listener is on ``engine``, which must see every statement:
+    the calls then run through SQLAlchemy."""
     dispatch = engine.dispatch
-    return (
-        takes_driver_sql(engine.dialect)
-        and schema is None
-        and not dispatch.before_cursor_execute
-        and not dispatch.after_cursor_execute
-    )
+    return bool(dispatch.before_cursor_execute or dispatch.after_cursor_execute)
 
 
 @contextmanager
@@ -348,12 +406,19 @@ def transaction(
     dbapi_connection: Any = pooled.dbapi_connection
     begin = None if autocommit else driver_begin_sql(dialect, writes=writes)
     connection = DriverConnection(
-        dbapi_connection, dialect, one_statement=autocommit, commits=autocommit and writes, url=url
+        dbapi_connection,
+        dialect,
+        one_statement=autocommit,
+        commits=autocommit and writes,
+        url=url,
+        log=engine.logger.info if engine._should_log_info() else None,
+        hide_parameters=engine.hide_parameters,
     )
     switched = False
     try:
         try:
             if begin is not None:
+                connection.log(begin)
                 cursor = dbapi_connection.cursor()
                 try:
                     cursor.execute(begin)
@@ -364,6 +429,8 @@ def transaction(
                 switched = True
             yield connection
             connection.commit_sent = True
+            if not connection.in_autocommit:
+                connection.log("COMMIT")
             dbapi_connection.commit()
         except dialect.loaded_dbapi.Error as error:
             raise _wrapped(error, None, None, dialect, dbapi_connection) from error
@@ -373,6 +440,8 @@ def transaction(
             pooled.invalidate()
             switched = False
         else:
+            if not connection.in_autocommit:
+                connection.log("ROLLBACK")
             _quietly(dbapi_connection.rollback, dialect)
         raise
     finally:

@@ -1,10 +1,12 @@
 """Ledger (the sync core) and AsyncLedger (its async face): the entry points of the API.
 
-``Ledger`` owns everything: the engine, the one session factory, readiness (the
-schema check and capability probe at first use), the retry of transient failures,
-units of work and the repositories. ``AsyncLedger`` holds a ``Ledger`` built on its
-AsyncEngine's ``sync_engine`` (as ``AsyncEngine`` holds an ``Engine``) and hands every
-call to it in one greenlet hop, where the async driver's I/O is awaited.
+``Ledger`` holds the repositories, units of work and ``run``; its runner
+(``_runner.LedgerRunner``) holds the engine, readiness (the schema check and
+capability probe at first use) and one fresh, retried transaction per ledger-level
+call, on SQLAlchemy or on driver SQL (the ``driver_sql`` option). ``AsyncLedger``
+holds a ``Ledger`` built on its AsyncEngine's ``sync_engine`` (as ``AsyncEngine``
+holds an ``Engine``) and hands every call to it in one greenlet hop, where the async
+driver's I/O is awaited.
 
 On a SQLite file whose engine it created, an ``AsyncLedger`` also holds a second
 ``Ledger`` on a sync twin engine (pysqlite, the same file and set-up, the same
@@ -17,11 +19,8 @@ write lock across awaits, and threads waiting on it would starve the pool.
 from __future__ import annotations
 
 import asyncio
-import contextvars
-import itertools
-import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine
@@ -29,7 +28,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 from sqlalchemy.orm import Session
 
-from . import _driver, migrations
+from . import migrations
 from ._concurrency import (
     BLOCKING,
     GREENLET,
@@ -42,38 +41,20 @@ from ._concurrency import (
     spawn,
 )
 from ._json import Limits
-from ._probe import probe
-from ._retry import (
-    TRANSIENT_RETRIES,
-    is_lost_before_commit,
-    retrying,
-    should_retry,
-    transient_or_replayable,
-)
-from ._translate import translated, translated_commit
+from ._retry import retrying, should_retry
+from ._runner import LedgerRunner, marked_open, refuse_if_open
 from .clock import Clock, system_clock
 from .engine import (
     DEFAULT_LOCK_TIMEOUT_S,
     MemoryDatabase,
-    check_borrowed_sqlite,
     check_supported,
     configure_timeouts,
     create_async_engine_for,
     create_sqlite_twin,
     create_sync_engine,
-    is_read_only,
-    mask,
-    read_only_options,
-    repair_aiomysql_bytes,
     validate_schema,
 )
-from .errors import (
-    AgentLedgerError,
-    DatabaseError,
-    PermissionDeniedError,
-    UsageError,
-    ValidationError,
-)
+from .errors import ValidationError
 from .langgraph_records import LANGGRAPH_APP_NAME
 from .repositories import (
     AppStateRepository,
@@ -93,16 +74,12 @@ from .repositories import (
     StepRepository,
     UserStateRepository,
 )
-from .repositories._base import NOT_ON_DRIVER, Settings, Work
-from .repositories._statements import snapshot_read_options
+from .repositories._base import Settings, Work
 from .retention import AsyncRetention, Retention
 from .transfer import AsyncTransfer, Transfer
 from .uow import ASYNC_SESSION_KEY, AsyncUnitOfWork, UnitOfWork
 
 R = TypeVar("R")
-_keys = itertools.count(1)
-SessionFactory = Callable[..., Session]
-"""Makes the ORM Session of a unit of work from a bind and Session options."""
 
 
 class Ledger:
@@ -123,6 +100,13 @@ class Ledger:
         statement_timeout: seconds a statement may run before ``QueryCancelledError``
             (PostgreSQL, MariaDB/MySQL; default: none). Both apply to the engine the
             ledger creates; with ``engine=``, set them on your engine.
+        driver_sql: run LangGraph's hot calls as prebuilt statements on the driver's
+            connection, past SQLAlchemy's per-statement work (``agentledger._driver``),
+            where it can: SQLite and PostgreSQL, on an engine the ledger creates,
+            without ``schema``. ``False`` sends every statement through SQLAlchemy.
+            SQL logging (``echo``) shows these statements too; with a
+            ``before_cursor_execute`` or ``after_cursor_execute`` listener on the
+            engine they go through SQLAlchemy, so the listener sees them.
     """
 
     def __init__(
@@ -135,9 +119,10 @@ class Ledger:
         limits: Limits | None = None,
         lock_timeout: float | None = None,
         statement_timeout: float | None = None,
+        driver_sql: bool = True,
         _memory: MemoryDatabase | None = None,
     ) -> None:
-        _check_options(url, engine, clock, limits)
+        _check_options(url, engine, clock, limits, driver_sql)
         timeouts = _checked_timeouts(engine, lock_timeout, statement_timeout)
         if engine is not None and not isinstance(engine, Engine):
             raise ValidationError(
@@ -153,60 +138,43 @@ class Ledger:
             check_supported(engine)
             owns_engine = False
         self._setup(
-            engine,
-            owns_engine=owns_engine,
-            schema=schema,
-            clock=clock,
-            limits=limits,
-            memory=_memory,
-            waits=BLOCKING,
-            session_factory=Session,
+            LedgerRunner(
+                engine,
+                _settings(engine, schema, clock, limits),
+                owns_engine=owns_engine,
+                memory=_memory,
+                waits=BLOCKING,
+                session_factory=Session,
+                driver_sql=driver_sql,
+            )
         )
 
-    def _setup(
-        self,
-        engine: Engine,
-        *,
-        owns_engine: bool,
-        schema: str | None,
-        clock: Clock | None,
-        limits: Limits | None,
-        memory: MemoryDatabase | None,
-        waits: Waits,
-        session_factory: SessionFactory,
-        settings: Settings | None = None,
-    ) -> None:
-        self._engine = engine
-        self._owns_engine = owns_engine
-        self._memory = memory
-        self._waits = waits
-        self._session_factory = session_factory
-        self._key = next(_keys)
-        self._ready = False
-        self._ready_lock = waits.lock()
-        self._closed = False
-        self._read_options: dict[str, Any] = {}
-        self.settings = settings or Settings(
-            url=engine.url,
-            clock=clock or system_clock,
-            limits=limits or Limits(),
-            schema=validate_schema(schema, engine.dialect.name),
-        )
+    @classmethod
+    def _on_runner(cls, runner: LedgerRunner) -> Ledger:
+        """A ledger on ``runner``: how ``AsyncLedger`` builds the sync ledger behind it."""
+        ledger = cls.__new__(cls)
+        ledger._setup(runner)
+        return ledger
+
+    def _setup(self, runner: LedgerRunner) -> None:
+        self._runner = runner
+        """Runs each ledger-level call in a fresh, retried transaction (``_runner``)."""
+        self.settings = runner.settings
         """The configuration every transaction of this ledger shares."""
-        self._bind = self._binds()
-        self.sessions = SessionRepository(self)
+        self._waits: Waits = runner.waits
+        self.sessions = SessionRepository(runner)
         """Session operations, each in its own transaction."""
-        self.messages = MessageRepository(self)
+        self.messages = MessageRepository(runner)
         """Message operations, each in its own transaction."""
-        self.steps = StepRepository(self)
+        self.steps = StepRepository(runner)
         """Step operations, each in its own transaction."""
-        self.grants = GrantRepository(self)
+        self.grants = GrantRepository(runner)
         """Grant operations, each in its own transaction."""
-        self.checkpoints = CheckpointRepository(self)
+        self.checkpoints = CheckpointRepository(runner)
         """Checkpoint operations, each in its own transaction."""
-        self.app_state = AppStateRepository(self)
+        self.app_state = AppStateRepository(runner)
         """App state operations (state shared by an application's sessions)."""
-        self.user_state = UserStateRepository(self)
+        self.user_state = UserStateRepository(runner)
         """User state operations (state shared by one user's sessions of an application)."""
         self.transfer = Transfer(self)
         """Export to JSON Lines, import, and copy to another ledger."""
@@ -222,7 +190,7 @@ class Ledger:
     @property
     def engine(self) -> Engine:
         """The Engine this ledger runs on."""
-        return self._engine
+        return self._runner.engine
 
     def langgraph(
         self, *, app_name: str | None = LANGGRAPH_APP_NAME, user_id: str | None = None
@@ -230,74 +198,17 @@ class Ledger:
         """LangGraph's checkpoints of the threads of one scope (``app_name``,
         ``user_id``: the scope of their sessions' keys), each operation in its own
         transaction: the store under ``agentledger.integrations.langgraph``'s savers."""
-        return LangGraphRepository(self, app_name=app_name, user_id=user_id)
-
-    # -- lifecycle ------------------------------------------------------------------------
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise UsageError("this ledger is closed")
-
-    def _ensure_ready(self) -> None:
-        """First use: refuse what cannot work, check (or, in memory, build) the schema,
-        then probe what conflict detection and exact round trips rely on."""
-        self._check_open()
-        if self._ready:
-            return
-        with self._ready_lock:
-            if self._ready:
-                return
-            with translated(self.settings.url), self._engine.connect() as connection:
-                self._prepare(connection)
-                if connection.in_transaction():
-                    connection.commit()
-            self._bind = self._binds()
-            self._ready = True
-
-    def _prepare(self, connection: Connection) -> None:
-        if not connection.dialect.supports_sane_rowcount:
-            raise DatabaseError(
-                f"the {connection.dialect.name} driver {connection.dialect.driver} cannot "
-                "report how many rows an UPDATE matched, so concurrent writers could not "
-                "be detected; use a driver that can"
-            )
-        schema = self.settings.schema
-        if self._memory is not None:
-            migrations.upgrade(connection, schema=schema)
-        else:
-            migrations.check(connection, schema=schema)
-        check_borrowed_sqlite(connection)
-        repair_aiomysql_bytes(connection.dialect)
-        probe(connection)
-        self._read_options = read_only_options(connection)
-
-    def _binds(self) -> dict[str, Engine]:
-        """The engine with the options of owned write, read and snapshot transactions."""
-        options = self.settings.execution_options
-        engine = self._engine
-        return {
-            "write": engine.execution_options(**options(writes=True)),
-            "read": engine.execution_options(**options(writes=False), **self._read_options),
-            "snapshot": engine.execution_options(
-                **options(writes=False), **snapshot_read_options(engine.dialect.name)
-            ),
-        }
+        return LangGraphRepository(self._runner, app_name=app_name, user_id=user_id)
 
     def upgrade(self, revision: str = "head") -> None:
         """Apply agentledger's migrations up to ``revision``."""
-        self._check_open()
-        migrations.upgrade(self._engine, revision, schema=self.settings.schema)
-        self._ready = False
+        self._runner.check_open()
+        migrations.upgrade(self.engine, revision, schema=self.settings.schema)
+        self._runner.ready = False
 
     def close(self) -> None:
         """Release the engine if this ledger created it; a borrowed one is left alone."""
-        if self._closed:
-            return
-        self._closed = True
-        if self._owns_engine:
-            self._engine.dispose()
-        if self._memory is not None:
-            self._memory.close()
+        self._runner.close()
 
     def __enter__(self) -> Ledger:
         return self
@@ -305,152 +216,17 @@ class Ledger:
     def __exit__(self, *_: object) -> None:
         self.close()
 
-    # -- transactions ---------------------------------------------------------------------
+    # -- what the ledger's own parts use (``_host.Host``) -------------------------------------
 
-    def _new_work(
-        self,
-        *,
-        writes: bool,
-        join: Connection | Session | None = None,
-        session_factory: SessionFactory | None = None,
-        snapshot: bool = False,
-    ) -> Work:
-        """A transaction, not begun yet. A unit of work's Session comes from the ledger's
-        session factory (the async API puts an AsyncSession in front of it); a single
-        operation's is a plain Session. ``snapshot``: a read-only transaction that sees
-        one consistent snapshot."""
-        self._ensure_ready()
-        if writes and join is None and is_read_only(self.settings.url):
-            raise PermissionDeniedError(
-                f"{mask(self.settings.url)} is opened read-only: this process cannot "
-                "write the SQLite file or its folder (read-only media?), so it can only "
-                "be read"
-            )
-        make_session = session_factory or self._session_factory
-        options: dict[str, Any] = {"expire_on_commit": False, "autoflush": False}
-        if join is None:
-            bind = self._bind["write" if writes else "snapshot" if snapshot else "read"]
-            session = make_session(bind=bind, **options)
-            return Work(session, self.settings, writes=writes, joined=False, snapshot=snapshot)
-        if isinstance(join, Session):
-            join.flush()
-            join = join.connection()
-        if not isinstance(join, Connection):
-            raise ValidationError(
-                f"join= takes a Connection or an ORM Session, got {type(join).__name__}",
-                path="join",
-            )
-        options["join_transaction_mode"] = "create_savepoint"
-        session = make_session(bind=join, **options)
-        return Work(session, self.settings, writes=True, joined=True)
+    def _transaction(self, *, writes: bool, snapshot: bool = False) -> AbstractContextManager[Work]:
+        """A fresh transaction for export, import and purge (``LedgerRunner.transaction``)."""
+        return self._runner.transaction(writes=writes, snapshot=snapshot)
 
-    def _perform(self, writes: bool, call: Callable[[Work], R], snapshot: bool = False) -> R:
-        """Run one repository operation in a fresh transaction of its own, again after
-        a transient failure (a deadlock, a lock refused at once, a stale statement
-        cache) or a connection lost before its COMMIT was sent (nothing of it was
-        stored: a pooled connection the server dropped, which the idle-only pre-ping let
-        through), and after a commit of unknown outcome only when the operation said its
-        replay is harmless (``Work.replay_safe``)."""
-        refuse_if_open(self._key)
-        begun: list[Work] = []  # the attempt's transaction, once it exists
+    def _connection(self) -> AbstractContextManager[Connection]:
+        """A connection outside any transaction (``LedgerRunner.connection``)."""
+        return self._runner.connection()
 
-        def attempt() -> R:
-            begun.clear()
-            begun.append(self._new_work(writes=writes, snapshot=snapshot, session_factory=Session))
-            begun[0].one_operation = True
-            with begun[0] as work:
-                return work._perform(writes, call)
-
-        return self._retried(
-            attempt,
-            lost_before_commit=lambda error: (
-                bool(begun) and is_lost_before_commit(error, begun[0].commit_sent)
-            ),
-            replay_safe=lambda: bool(begun) and begun[0].replay_safe,
-        )
-
-    def _perform_on_driver(self, writes: bool, call: Callable[[Work], R]) -> R | object:
-        """``_perform`` on driver SQL (``_driver``), without an ORM Session: for the hot
-        calls whose statements are all prebuilt, on this ledger's own engine when it can
-        take them. The same checks, retries and error translation; ``NOT_ON_DRIVER``
-        when the call must run through ``_perform`` instead (nothing of it stored)."""
-        if not self._owns_engine or not _driver.usable(self._engine, schema=self.settings.schema):
-            return NOT_ON_DRIVER
-        refuse_if_open(self._key)
-        self._ensure_ready()
-        if writes and is_read_only(self.settings.url):
-            return NOT_ON_DRIVER  # _perform says why it cannot
-        url = self.settings.url
-        autocommit = _driver.driver_one_statement(
-            self._engine.dialect, self._read_options, writes=writes
-        )
-        begun: list[Work] = []
-        sent = [False]
-
-        def attempt() -> R | object:
-            begun.clear()
-            sent[0] = False
-            driver: _driver.DriverConnection | None = None
-            try:
-                with _driver.transaction(
-                    self._engine, writes=writes, autocommit=autocommit, url=url
-                ) as driver:
-                    work = Work(None, self.settings, writes=writes, joined=False, driver=driver)
-                    work.one_operation = work.active = True
-                    begun.append(work)
-                    result = work._perform(writes, call)
-                return result
-            except _driver.Fallback:
-                return NOT_ON_DRIVER
-            except Exception as error:
-                sent[0] = writes and driver is not None and driver.commit_sent
-                if isinstance(error, AgentLedgerError):
-                    raise
-                with translated_commit(url) if sent[0] and writes else translated(url):
-                    raise
-
-        return self._retried(
-            attempt,
-            lost_before_commit=lambda error: is_lost_before_commit(error, sent[0]),
-            replay_safe=lambda: bool(begun) and begun[0].replay_safe,
-        )
-
-    def _retried(
-        self,
-        attempt: Callable[[], R],
-        *,
-        lost_before_commit: Callable[[BaseException], bool],
-        replay_safe: Callable[[], bool],
-    ) -> R:
-        """The retry of one ledger-level call (``_perform`` and its driver twin): again
-        after ``lost_before_commit(error)``, a transient failure, or a commit of unknown
-        outcome when ``replay_safe()``."""
-        replayable = transient_or_replayable(replay_safe)
-        return retrying(
-            attempt,
-            retries=TRANSIENT_RETRIES,
-            retry_on=lambda error: lost_before_commit(error) or replayable(error),
-            sleep=self._waits.sleep,
-        )
-
-    @contextmanager
-    def _transaction(self, *, writes: bool, snapshot: bool = False) -> Iterator[Work]:
-        """A fresh transaction for the ledger's own parts (export, import, purge), which
-        bind the repositories they need to it; ``snapshot``: a read that sees one
-        snapshot however long it lasts."""
-        refuse_if_open(self._key)
-        with self._new_work(writes=writes, snapshot=snapshot, session_factory=Session) as work:
-            yield work
-
-    @contextmanager
-    def _connection(self) -> Iterator[Connection]:
-        """A connection outside any transaction, rolled back after (SQLite's VACUUM)."""
-        refuse_if_open(self._key)
-        self._ensure_ready()
-        with translated(self.settings.url), self._engine.connect() as connection:
-            yield connection
-            if connection.in_transaction():
-                connection.rollback()
+    # -- units of work ----------------------------------------------------------------------
 
     @contextmanager
     def unit_of_work(
@@ -462,13 +238,13 @@ class Ledger:
         everything it reads and takes no write locks; a write in it raises UsageError
         before any SQL.
         """
-        refuse_if_open(self._key)
+        refuse_if_open(self._runner.key)
         if readonly and join is not None:
             raise ValidationError(
                 "a read-only unit of work cannot join a caller's transaction", path="readonly"
             )
-        opened = self._new_work(writes=not readonly, join=join, snapshot=readonly)
-        with marked_open(self._key), opened as work:
+        opened = self._runner.new_work(writes=not readonly, join=join, snapshot=readonly)
+        with marked_open(self._runner.key), opened as work:
             yield UnitOfWork(work)
 
     def run(self, fn: Callable[[UnitOfWork], R], *, retries: int = 3) -> R:
@@ -502,6 +278,13 @@ class AsyncLedger:
         statement_timeout: seconds a statement may run before ``QueryCancelledError``
             (PostgreSQL, MariaDB/MySQL; default: none). Both apply to the engine the
             ledger creates; with ``engine=``, set them on your engine.
+        driver_sql: run LangGraph's hot calls as prebuilt statements on the driver's
+            connection, past SQLAlchemy's per-statement work (``agentledger._driver``),
+            where it can: SQLite and PostgreSQL, on an engine the ledger creates,
+            without ``schema``. ``False`` sends every statement through SQLAlchemy.
+            SQL logging (``echo``) shows these statements too; with a
+            ``before_cursor_execute`` or ``after_cursor_execute`` listener on the
+            engine they go through SQLAlchemy, so the listener sees them.
     """
 
     def __init__(
@@ -514,9 +297,10 @@ class AsyncLedger:
         limits: Limits | None = None,
         lock_timeout: float | None = None,
         statement_timeout: float | None = None,
+        driver_sql: bool = True,
         _memory: MemoryDatabase | None = None,
     ) -> None:
-        _check_options(url, engine, clock, limits)
+        _check_options(url, engine, clock, limits, driver_sql)
         timeouts = _checked_timeouts(engine, lock_timeout, statement_timeout)
         if engine is not None and not isinstance(engine, AsyncEngine):
             raise ValidationError(
@@ -534,37 +318,37 @@ class AsyncLedger:
         else:
             check_supported(engine.sync_engine)
             self._engine = engine
-        proxied = Ledger.__new__(Ledger)
-        proxied._setup(
-            self._engine.sync_engine,
-            owns_engine=engine is None,
-            schema=schema,
-            clock=clock,
-            limits=limits,
-            memory=_memory,
-            waits=GREENLET,
-            session_factory=_session_behind_async_session,
+        settings = _settings(self._engine.sync_engine, schema, clock, limits)
+        proxied = Ledger._on_runner(
+            LedgerRunner(
+                self._engine.sync_engine,
+                settings,
+                owns_engine=engine is None,
+                memory=_memory,
+                waits=GREENLET,
+                session_factory=_session_behind_async_session,
+                driver_sql=driver_sql,
+            )
         )
         self.sync_ledger = proxied
         """The sync ledger on this engine's ``sync_engine``: units of work, ``run``,
         transfer and retention are handed to it (and, without a twin, every call)."""
-        self.settings = proxied.settings
+        self.settings = settings
         """The configuration every transaction of this ledger shares."""
         self._twin: Ledger | None = None
         self._hop: ThreadHop | None = None
         calls, run = proxied, in_greenlet
         if twin is not None:
-            calls = self._twin = Ledger.__new__(Ledger)
-            self._twin._setup(
-                twin,
-                owns_engine=True,
-                schema=schema,
-                clock=clock,
-                limits=limits,
-                memory=None,
-                waits=BLOCKING,
-                session_factory=Session,
-                settings=proxied.settings,
+            calls = self._twin = Ledger._on_runner(
+                LedgerRunner(
+                    twin,
+                    settings,
+                    owns_engine=True,
+                    memory=None,
+                    waits=BLOCKING,
+                    session_factory=Session,
+                    driver_sql=driver_sql,
+                )
             )
             run = self._hop = ThreadHop(
                 self._before_hop, workers=TWIN_THREADS, name="agentledger-sqlite"
@@ -605,10 +389,8 @@ class AsyncLedger:
         """LangGraph's checkpoints of the threads of one scope (``app_name``,
         ``user_id``: the scope of their sessions' keys), each operation in its own
         transaction: the store under ``agentledger.integrations.langgraph``'s savers."""
-        host, run = self._ledger_calls()
-        return AsyncLangGraphRepository(
-            LangGraphRepository(host, app_name=app_name, user_id=user_id), run
-        )
+        calls, run = self._ledger_calls()
+        return AsyncLangGraphRepository(calls.langgraph(app_name=app_name, user_id=user_id), run)
 
     @asynccontextmanager
     async def unit_of_work(
@@ -644,11 +426,11 @@ class AsyncLedger:
         """Apply agentledger's migrations up to ``revision``."""
         await spawn(self.sync_ledger.upgrade, revision)
         if self._twin is not None:
-            self._twin._ready = False  # it checks the schema again at its next call
+            self._twin._runner.ready = False  # it checks the schema again at its next call
 
     async def close(self) -> None:
         """Release the engine if this ledger created it; a borrowed one is left alone."""
-        closed = self.sync_ledger._closed
+        closed = self.sync_ledger._runner.closed
         await spawn(self.sync_ledger.close)
         if self._hop is not None and self._twin is not None and not closed:
             # After the calls running in the threads end; later ones are refused first.
@@ -664,8 +446,8 @@ class AsyncLedger:
     def _before_hop(self) -> None:
         """In the event loop, before a ledger-level call's thread hop: refused when this
         ledger is closed, or inside an open unit of work of the calling task."""
-        self.sync_ledger._check_open()
-        refuse_if_open(self.sync_ledger._key)
+        self.sync_ledger._runner.check_open()
+        refuse_if_open(self.sync_ledger._runner.key)
 
 
 TWIN_THREADS = 4
@@ -678,13 +460,31 @@ def _close_twin(hop: ThreadHop, twin: Ledger) -> None:
     twin.close()
 
 
-def _check_options(url: object, engine: object, clock: object, limits: object) -> None:
+def _check_options(
+    url: object, engine: object, clock: object, limits: object, driver_sql: object
+) -> None:
     if url is not None and engine is not None:
         raise ValidationError("give a url or an engine, not both", path="engine")
     if limits is not None and not isinstance(limits, Limits):
         raise ValidationError("limits must be an agentledger.Limits", path="limits")
     if clock is not None and not callable(clock):
         raise ValidationError("clock must be a callable returning an aware datetime")
+    if not isinstance(driver_sql, bool):
+        raise ValidationError(
+            f"driver_sql must be True or False, got {driver_sql!r}", path="driver_sql"
+        )
+
+
+def _settings(
+    engine: Engine, schema: str | None, clock: Clock | None, limits: Limits | None
+) -> Settings:
+    """What every transaction of a ledger on ``engine`` shares."""
+    return Settings(
+        url=engine.url,
+        clock=clock or system_clock,
+        limits=limits or Limits(),
+        schema=validate_schema(schema, engine.dialect.name),
+    )
 
 
 def _checked_timeouts(
@@ -743,39 +543,3 @@ def _sync_join(join: AsyncConnection | AsyncSession | None) -> Connection | Sess
         f"join= takes an AsyncConnection or an AsyncSession, got {type(join).__name__}",
         path="join",
     )
-
-
-# Which ledgers have a unit of work open, and for which task or thread: a ledger-level
-# call from that same task would wait on its own lock, so it is refused instead.
-_open_units: contextvars.ContextVar[frozenset[tuple[int, object]]] = contextvars.ContextVar(
-    "agentledger_open_units", default=frozenset()
-)
-
-
-def _owner() -> object:
-    try:
-        task = asyncio.current_task()
-    except RuntimeError:
-        task = None
-    return task if task is not None else threading.get_ident()
-
-
-@contextmanager
-def marked_open(ledger_key: int) -> Iterator[None]:
-    """Record that the current task holds a unit of work of ``ledger_key``."""
-    token = _open_units.set(_open_units.get() | {(ledger_key, _owner())})
-    try:
-        yield
-    finally:
-        _open_units.reset(token)
-
-
-def refuse_if_open(ledger_key: int) -> None:
-    """Raise UsageError when the current task holds a unit of work of ``ledger_key``."""
-    units = _open_units.get()
-    if units and (ledger_key, _owner()) in units:
-        raise UsageError(
-            "a ledger-level call (or a second unit of work) inside an open unit of work of "
-            "the same task could wait on that unit of work's own lock; use the unit of "
-            "work's repositories (uow.sessions, uow.messages, ...) instead"
-        )

@@ -9,17 +9,18 @@ in, so a repository bound to a ledger and one bound to a unit of work share ever
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import wraps
-from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, cast
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from sqlalchemy import Connection
-from sqlalchemy.engine import URL
+from sqlalchemy.engine import URL, Dialect
 from sqlalchemy.orm import Session
+from sqlalchemy.sql import Executable
 
-from .._driver import DriverConnection, Fallback
+from .._driver import Fallback
 from .._json import Limits
 from .._translate import translated, translated_commit
 from ..clock import Clock, checked_now
@@ -54,6 +55,51 @@ class Settings:
         return options
 
 
+class Rows(Protocol):
+    """The answer of one statement, as repositories read it (a ``CursorResult``, or
+    driver SQL's rows read at once)."""
+
+    @property
+    def rowcount(self) -> int:
+        """How many rows the statement changed (or matched, on MariaDB/MySQL's found
+        rows)."""
+        ...
+
+    def all(self) -> Sequence[Any]:
+        """Every row."""
+        ...
+
+    def first(self) -> Any:
+        """The first row, or None."""
+        ...
+
+    def scalar_one_or_none(self) -> Any:
+        """The first column of the only row, or None."""
+        ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class Executor(Protocol):
+    """Where a transaction's prebuilt Core statements run: the ORM Session's
+    ``Connection``, or a driver SQL connection (``_driver.DriverConnection``). Every
+    statement a repository sends outside the ORM goes through one of these two."""
+
+    @property
+    def dialect(self) -> Dialect:
+        """The dialect the statements are compiled for."""
+        ...
+
+    def execute(
+        self,
+        statement: Executable,
+        parameters: dict[str, Any] | list[dict[str, Any]] | None = None,
+        /,
+    ) -> Rows:
+        """Run ``statement`` with ``parameters`` (a list: once per item)."""
+        ...
+
+
 class Work:
     """One transaction on one sync ORM Session; a context manager (begin, then commit
     or roll back).
@@ -72,12 +118,13 @@ class Work:
         writes: bool,
         joined: bool,
         snapshot: bool = False,
-        driver: DriverConnection | None = None,
+        executor: Executor | None = None,
     ):
         self._orm_session = session
-        self.driver = driver
-        """The driver connection of a transaction on driver SQL (``_driver``), which has
-        no ORM Session; None otherwise."""
+        self.executor = executor
+        """The executor of a transaction without an ORM Session (driver SQL: the
+        runner's driver transport); None when its statements run on the Session's
+        connection."""
         self.settings = settings
         self.writes = writes
         self.joined = joined
@@ -104,12 +151,19 @@ class Work:
             raise NeedsSession("this operation needs an ORM Session")
         return self._orm_session
 
-    def connection(self) -> Any:
-        """Where the transaction's statements run: the driver connection, else the
-        Session's Connection (both take ``execute(statement, params)``)."""
-        if self.driver is not None:
-            return self.driver
+    def connection(self) -> Executor:
+        """Where the transaction's prebuilt statements run: its executor, else the
+        Session's Connection (which begins the transaction)."""
+        if self.executor is not None:
+            return self.executor
         return self.session.connection()
+
+    @property
+    def dialect(self) -> Dialect:
+        """The database's dialect, without beginning the transaction."""
+        if self.executor is not None:
+            return self.executor.dialect
+        return self.session.get_bind().dialect
 
     def __enter__(self) -> Work:
         self.begin()
@@ -162,11 +216,17 @@ class Work:
             check_borrowed_sqlite(connection)
             self.settings.checked_engines.add(engine_id)
 
-    def _perform(self, writes: bool, call: Callable[[Work], R], snapshot: bool = False) -> R:
+    def perform(
+        self,
+        writes: bool,
+        call: Callable[[Work], R],
+        snapshot: bool = False,
+        on_driver: bool = False,
+    ) -> R:
         """Run one operation in this transaction: refused when the transaction cannot do
         it, driver errors translated, and rollback-only after a conflict. (``snapshot``
-        asks a ledger for a snapshot transaction; here the reads see what this
-        transaction sees.)"""
+        and ``on_driver`` ask a ledger's runner for a kind of transaction; here the
+        operation runs in this one.)"""
         self.ensure_usable(writes)
         if writes:
             self.replay_safe = False
@@ -194,15 +254,22 @@ class NeedsSession(Fallback):
     """An operation on driver SQL reached for the ORM Session."""
 
 
-NOT_ON_DRIVER = object()
-"""What ``Ledger._perform_on_driver`` returns when the operation must run through
-SQLAlchemy instead (the engine cannot take driver SQL, or the operation fell back)."""
-
-
 class Scope(Protocol):
-    """Where a repository's operations run: a ``Work`` or a ``Ledger``."""
+    """Where a repository's operations run: a ``Work`` (one transaction) or a ledger's
+    runner (``_runner.LedgerRunner``: a fresh transaction per operation)."""
 
-    def _perform(self, writes: bool, call: Callable[[Work], R], snapshot: bool = False, /) -> R: ...
+    settings: Settings
+
+    def perform(
+        self,
+        writes: bool,
+        call: Callable[[Work], R],
+        snapshot: bool = False,
+        on_driver: bool = False,
+        /,
+    ) -> R:
+        """Run ``call`` as one operation (see ``operation``)."""
+        ...
 
 
 class Repository:
@@ -224,9 +291,9 @@ class Repository:
     def _session(self) -> Session:
         return self._work.session
 
-    def _connection(self) -> Any:
-        """Where prebuilt Core statements run: the transaction's connection (on driver
-        SQL, the driver's; else the Session's), with no ORM in the way."""
+    def _connection(self) -> Executor:
+        """Where prebuilt Core statements run: the transaction's executor (on driver
+        SQL, the driver's connection; else the Session's), with no ORM in the way."""
         return self._work.connection()
 
     def _within(self, work: Work) -> Any:
@@ -245,9 +312,9 @@ def operation(
     own retried transaction. ``writes`` says whether it needs a write transaction;
     ``snapshot``, a read whose statements must all see one snapshot (on a ledger, a
     read-only snapshot transaction; in a unit of work, that unit's transaction).
-    ``on_driver``: on a ledger whose engine can, run it on driver SQL (``_driver``:
-    a hot call whose statements are all prebuilt), falling back to SQLAlchemy when it
-    reaches for what only SQLAlchemy has."""
+    ``on_driver``: on a ledger whose runner allows it, run it on driver SQL
+    (``_driver``: a hot call whose statements are all prebuilt), falling back to
+    SQLAlchemy when it reaches for what only SQLAlchemy has."""
 
     def decorate(method: Callable[Concatenate[RepoT, P], R]) -> Callable[Concatenate[RepoT, P], R]:
         @wraps(method)
@@ -255,13 +322,7 @@ def operation(
             def call(work: Work) -> R:
                 return method(self._within(work), *args, **kwargs)
 
-            if on_driver:
-                perform_on_driver = getattr(self._scope, "_perform_on_driver", None)
-                if perform_on_driver is not None:
-                    found = perform_on_driver(writes, call)
-                    if found is not NOT_ON_DRIVER:
-                        return cast(R, found)
-            return self._scope._perform(writes, call, snapshot)
+            return self._scope.perform(writes, call, snapshot, on_driver)
 
         run.writes = writes  # type: ignore[attr-defined]
         return run

@@ -10,7 +10,7 @@ with one Core UPDATE that makes exactly the check of the mapper's ``version_id_c
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from sqlalchemy import (
     ColumnElement,
@@ -35,6 +35,9 @@ from ..models import AgentSession
 from ..models.types import json_text
 from ..records import RunSummary, SessionRecord, SessionSelection, SessionSummary, from_stored
 from ._statements import returns_from_update
+
+if TYPE_CHECKING:
+    from ._base import Executor
 
 SESSIONS = cast(Table, AgentSession.__table__)
 TABLE = SESSIONS.name
@@ -64,7 +67,6 @@ SUMMARY_COLUMNS = (
     SESSIONS.c.created_at,
     SESSIONS.c.updated_at,
 )
-
 """The columns of a listing row (``SessionSummary``)."""
 SUMMARY_EXTRAS = {
     "external_key": SESSIONS.c.external_key,
@@ -91,7 +93,7 @@ _SESSION_IF_ABSENT: dict[str, Any] = {}
 """The statements of ``insert_session_if_absent`` by dialect, built on first use."""
 
 
-def insert_session_if_absent(connection: Any, values: dict[str, Any]) -> bool | None:
+def insert_session_if_absent(connection: Executor, values: dict[str, Any]) -> bool | None:
     """Insert a session row (``values``: every column) unless it collides with a stored
     session on any unique key (its id, its external key); whether it was inserted.
 

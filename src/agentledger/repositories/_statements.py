@@ -9,7 +9,7 @@ import hashlib
 import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     ColumnElement,
@@ -33,6 +33,9 @@ from sqlalchemy.orm import Session
 
 from .._dialects import capabilities
 from ..errors import DatabaseLockedError
+
+if TYPE_CHECKING:
+    from ._base import Executor
 
 
 @contextmanager
@@ -271,7 +274,7 @@ def _each_row_params(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def insert_missing(
-    connection: Any, table: Table, rows: Sequence[dict[str, Any]], keys: tuple[str, ...]
+    connection: Executor, table: Table, rows: Sequence[dict[str, Any]], keys: tuple[str, ...]
 ) -> None:
     """Insert ``rows``, leaving alone each one whose primary key is already stored:
     ``insert_if_absent`` for many rows at once. ``ON CONFLICT DO NOTHING`` on PostgreSQL
@@ -285,7 +288,7 @@ def insert_missing(
 
 
 def upsert_rows(
-    connection: Any,
+    connection: Executor,
     table: Table,
     rows: Sequence[dict[str, Any]],
     keys: tuple[str, ...],

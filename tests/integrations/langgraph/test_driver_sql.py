@@ -5,6 +5,7 @@ fall back to SQLAlchemy for what only it has, and fail as every other call fails
 from __future__ import annotations
 
 import inspect
+import logging
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,7 +20,7 @@ from sqlalchemy import Table, bindparam, create_engine, event, select, text
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import NullPool
 
-from agentledger import DatabaseLockedError, Ledger
+from agentledger import DatabaseLockedError, Ledger, ValidationError, configure_sqlite_engine
 from agentledger import _driver as driver_module
 from agentledger._driver import (
     DriverConnection,
@@ -105,6 +106,76 @@ async def test_a_thread_s_first_put_creates_its_session_without_an_orm_session_o
     assert session.id.split(".")[0] == "langgraph"
     assert (session.revision, session.status, session.state) == (1, "active", {})
     assert (session.message_count, session.user_id, session.external_key) == (0, None, "first")
+
+
+def _one_hot_thread(ledger: Ledger) -> None:
+    """A new thread's first put, a write and a read: LangGraph's hot calls."""
+    saver = LedgerSaver(ledger)
+    checkpoint = generate_checkpoint(channel_values={"v": 1}, channel_versions={"v": 1})
+    config = saver.put(generate_config("opt"), checkpoint, {"step": 0}, {"v": 1})
+    saver.put_writes(config, [("v", 2)], "task")
+    found = saver.get_tuple(generate_config("opt"))
+    assert found is not None and found.pending_writes == [("task", "v", 2)]
+
+
+@pytest.mark.parametrize("driver_sql", [True, False])
+def test_the_driver_sql_option_chooses_the_path_of_the_hot_calls(
+    tmp_path: Path, driver_sql: bool
+) -> None:
+    with Ledger(f"sqlite:///{tmp_path / 'path.db'}", driver_sql=driver_sql) as ledger:
+        ledger.upgrade()
+        with _orm_transactions() as begun:
+            _one_hot_thread(ledger)
+    assert (begun == []) is driver_sql
+
+
+def test_a_borrowed_engine_runs_the_hot_calls_through_sqlalchemy(tmp_path: Path) -> None:
+    engine = create_engine(f"sqlite:///{tmp_path / 'borrowed.db'}")
+    configure_sqlite_engine(engine)
+    try:
+        with Ledger(engine=engine) as ledger:
+            ledger.upgrade()
+            with _orm_transactions() as begun:
+                _one_hot_thread(ledger)
+        assert begun != []
+    finally:
+        engine.dispose()
+
+
+def test_driver_sql_takes_only_true_or_false() -> None:
+    with pytest.raises(ValidationError, match="driver_sql must be True or False, got 'yes'"):
+        Ledger("sqlite://", driver_sql="yes")  # type: ignore[arg-type]
+
+
+def test_sql_logging_shows_the_statements_driver_sql_sends(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with Ledger(f"sqlite:///{tmp_path / 'logged.db'}") as ledger:
+        ledger.upgrade()
+        with (
+            _orm_transactions() as begun,
+            caplog.at_level(logging.INFO, logger="sqlalchemy.engine.Engine"),
+        ):
+            _one_hot_thread(ledger)
+    assert begun == []  # every statement below went through driver SQL
+    lines = [record.getMessage() for record in caplog.records]
+    tagged = [line for line in lines if line.startswith("[driver SQL] ")]
+    assert any("INSERT INTO agentledger_langgraph_writes" in line for line in lines)
+    assert any("FROM agentledger_langgraph_checkpoints" in line for line in lines)
+    assert "BEGIN IMMEDIATE" in lines and "COMMIT" in lines
+    assert tagged and all("'opt'" in line for line in tagged[:2])  # the thread's key
+
+
+def test_hidden_parameters_stay_hidden_in_driver_sql_s_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with Ledger(f"sqlite:///{tmp_path / 'hidden.db'}") as ledger:
+        ledger.upgrade()
+        ledger.engine.hide_parameters = True
+        with caplog.at_level(logging.INFO, logger="sqlalchemy.engine.Engine"):
+            _one_hot_thread(ledger)
+    tagged = {r.getMessage() for r in caplog.records if r.getMessage().startswith("[driver SQL]")}
+    assert tagged == {"[driver SQL] [SQL parameters hidden due to hide_parameters=True]"}
 
 
 def _sync_engine(saved: Saved) -> Any:

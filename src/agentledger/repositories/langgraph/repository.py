@@ -43,7 +43,7 @@ from ...langgraph_records import (
     Typed,
     WriteRow,
 )
-from .._base import Repository, Scope, operation
+from .._base import Executor, Repository, Scope, operation
 from .._session_row import SESSIONS
 from .._statements import (
     insert_missing,
@@ -139,20 +139,17 @@ class LangGraphRepository(Repository):
 
     def _dialect_name(self) -> str:
         """The database's dialect, without beginning the transaction."""
-        driver = self._work.driver
-        if driver is not None:
-            return str(driver.dialect.name)
-        return self._session.get_bind().dialect.name
+        return self._work.dialect.name
 
-    def _one_statement_connection(self) -> Any:
+    def _one_statement_connection(self) -> Executor:
         """The connection for a read that is one statement: in a ledger's call of its
         own, on SQLite, without the explicit BEGIN of a read transaction (one statement
         in the driver's autocommit is one snapshot: ``engine.ONE_STATEMENT_OPTION``); in
         a unit of work, or once the transaction has begun, the transaction's own (on
         driver SQL, the driver's)."""
         work = self._work
-        if work.driver is not None:
-            return work.driver
+        if work.executor is not None:
+            return work.executor
         if work.one_operation and not work.writes and not self._session.in_transaction():
             return self._session.connection(execution_options={ONE_STATEMENT_OPTION: True})
         return self._connection()
@@ -461,7 +458,7 @@ class LangGraphRepository(Repository):
                 return
 
     def _scope_limits(self) -> Any:
-        return self._scope.settings.limits  # type: ignore[attr-defined]
+        return self._scope.settings.limits
 
     @operation(writes=False, on_driver=True)
     def _page(

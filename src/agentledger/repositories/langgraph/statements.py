@@ -8,7 +8,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import (
     Column,
@@ -50,6 +50,9 @@ from .values import (
     _Values,
     _Writes,
 )
+
+if TYPE_CHECKING:
+    from .._base import Executor
 
 _Missing = tuple[Table, list[dict[str, Any]], tuple[str, ...]]
 """Rows to insert where absent: (table, rows without a ``session_id``, their key)."""
@@ -409,7 +412,7 @@ _SESSION_BY_KEY: dict[str, Any] = {}
 
 
 def touch_session_by_key(
-    connection: Any, key_hash: str, key: str, now: datetime, every: timedelta
+    connection: Executor, key_hash: str, key: str, now: datetime, every: timedelta
 ) -> str | None:
     """The id of the session with external key ``key`` (its scope's hash ``key_hash``),
     its ``updated_at`` set to ``now`` when older than ``every``; None when there is none.
@@ -454,7 +457,7 @@ shape, built on first use."""
 
 
 def insert_for_session_key(
-    connection: Any,
+    connection: Executor,
     key: tuple[str, str],
     touch: tuple[datetime, timedelta],
     missing: tuple[Table, Sequence[dict[str, Any]], tuple[str, ...]],
@@ -481,7 +484,7 @@ def insert_for_session_key(
 
 
 def insert_for_new_session(
-    connection: Any,
+    connection: Executor,
     session: dict[str, Any],
     missing: tuple[Table, Sequence[dict[str, Any]], tuple[str, ...]],
     upserted: tuple[Table, Sequence[dict[str, Any]], tuple[str, ...], Sequence[str]],
@@ -511,7 +514,7 @@ def stores_for_session(dialect_name: str) -> bool:
 
 
 def _store_for_session(
-    connection: Any,
+    connection: Executor,
     new: bool,
     params: dict[str, Any],
     missing: tuple[Table, Sequence[dict[str, Any]], tuple[str, ...]],

@@ -1,0 +1,351 @@
+"""One ledger-level call, one fresh transaction, retried: the runner behind ``Ledger``.
+
+A repository bound to a ledger hands each operation to its runner (``perform``), which
+opens a transaction on one of two transports, runs the operation in it under
+``Work.perform``'s rules, and runs it again after a transient failure:
+
+- SQLAlchemy's: an ORM Session on the ledger's engine, with the options of a write, a
+  read or a snapshot read (``binds``). Every operation can run here.
+- driver SQL (``_driver``): prebuilt statements on a pooled DBAPI connection, for the
+  operations marked ``on_driver``, when the ledger's ``driver_sql`` option is on and
+  the engine can take it. An operation that reaches for what only SQLAlchemy has
+  (``_driver.Fallback``) rolls back and runs again on SQLAlchemy's transport.
+
+The runner also holds what every call needs first: readiness (the schema check and the
+capability probe at first use) and the guard that refuses a ledger-level call inside
+an open unit of work of the same task, which would wait on that unit's own lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import itertools
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, Engine
+from sqlalchemy.orm import Session
+
+from . import _driver, migrations
+from ._concurrency import Waits
+from ._probe import probe
+from ._retry import (
+    TRANSIENT_RETRIES,
+    is_lost_before_commit,
+    retrying,
+    transient_or_replayable,
+)
+from ._translate import translated, translated_commit
+from .engine import (
+    MemoryDatabase,
+    check_borrowed_sqlite,
+    is_read_only,
+    mask,
+    read_only_options,
+    repair_aiomysql_bytes,
+)
+from .errors import (
+    AgentLedgerError,
+    DatabaseError,
+    PermissionDeniedError,
+    UsageError,
+    ValidationError,
+)
+from .repositories._base import Settings, Work
+from .repositories._statements import snapshot_read_options
+
+R = TypeVar("R")
+SessionFactory = Callable[..., Session]
+"""Makes the ORM Session of a unit of work from a bind and Session options."""
+Transport = Callable[[bool, bool, list[Work]], AbstractContextManager[Work]]
+"""Opens one attempt's transaction (``writes``, ``snapshot``) and appends its ``Work``
+to the list it is given, for the retry rule to read."""
+
+_keys = itertools.count(1)
+
+
+class LedgerRunner:
+    """The transactions of one sync ledger: readiness, the transports, the retry."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        settings: Settings,
+        *,
+        owns_engine: bool,
+        memory: MemoryDatabase | None,
+        waits: Waits,
+        session_factory: SessionFactory,
+        driver_sql: bool,
+    ) -> None:
+        self.engine = engine
+        self.settings = settings
+        """The configuration every transaction of this ledger shares."""
+        self.waits = waits
+        """How this ledger waits (blocking, or in a greenlet of an async face)."""
+        self.key = next(_keys)
+        """This ledger's identity for the open-unit guard (``marked_open``)."""
+        self.owns_engine = owns_engine
+        self.memory = memory
+        self.closed = False
+        self.ready = False
+        """Whether the first-use checks passed (cleared by an upgrade)."""
+        self._session_factory = session_factory
+        self._ready_lock = waits.lock()
+        self._read_options: dict[str, Any] = {}
+        self._bind = self._binds()
+        reason = _driver.unavailable(engine, owns_engine=owns_engine, schema=settings.schema)
+        self.on_driver = driver_sql and reason is None
+        """Whether operations marked ``on_driver`` take driver SQL (``_driver``)."""
+
+    # -- readiness --------------------------------------------------------------------------
+
+    def check_open(self) -> None:
+        """Refuse a call on a closed ledger."""
+        if self.closed:
+            raise UsageError("this ledger is closed")
+
+    def ensure_ready(self) -> None:
+        """First use: refuse what cannot work, check (or, in memory, build) the schema,
+        then probe what conflict detection and exact round trips rely on."""
+        self.check_open()
+        if self.ready:
+            return
+        with self._ready_lock:
+            if self.ready:
+                return
+            with translated(self.settings.url), self.engine.connect() as connection:
+                self._prepare(connection)
+                if connection.in_transaction():
+                    connection.commit()
+            self._bind = self._binds()
+            self.ready = True
+
+    def _prepare(self, connection: Connection) -> None:
+        if not connection.dialect.supports_sane_rowcount:
+            raise DatabaseError(
+                f"the {connection.dialect.name} driver {connection.dialect.driver} cannot "
+                "report how many rows an UPDATE matched, so concurrent writers could not "
+                "be detected; use a driver that can"
+            )
+        schema = self.settings.schema
+        if self.memory is not None:
+            migrations.upgrade(connection, schema=schema)
+        else:
+            migrations.check(connection, schema=schema)
+        check_borrowed_sqlite(connection)
+        repair_aiomysql_bytes(connection.dialect)
+        probe(connection)
+        self._read_options = read_only_options(connection)
+
+    def _binds(self) -> dict[str, Engine]:
+        """The engine with the options of owned write, read and snapshot transactions."""
+        options = self.settings.execution_options
+        engine = self.engine
+        return {
+            "write": engine.execution_options(**options(writes=True)),
+            "read": engine.execution_options(**options(writes=False), **self._read_options),
+            "snapshot": engine.execution_options(
+                **options(writes=False), **snapshot_read_options(engine.dialect.name)
+            ),
+        }
+
+    # -- transactions -----------------------------------------------------------------------
+
+    def new_work(
+        self,
+        *,
+        writes: bool,
+        join: Connection | Session | None = None,
+        session_factory: SessionFactory | None = None,
+        snapshot: bool = False,
+    ) -> Work:
+        """A transaction, not begun yet. A unit of work's Session comes from the ledger's
+        session factory (the async API puts an AsyncSession in front of it); a single
+        operation's is a plain Session. ``snapshot``: a read-only transaction that sees
+        one consistent snapshot."""
+        self.ensure_ready()
+        if writes and join is None and is_read_only(self.settings.url):
+            raise PermissionDeniedError(
+                f"{mask(self.settings.url)} is opened read-only: this process cannot "
+                "write the SQLite file or its folder (read-only media?), so it can only "
+                "be read"
+            )
+        make_session = session_factory or self._session_factory
+        options: dict[str, Any] = {"expire_on_commit": False, "autoflush": False}
+        if join is None:
+            bind = self._bind["write" if writes else "snapshot" if snapshot else "read"]
+            session = make_session(bind=bind, **options)
+            return Work(session, self.settings, writes=writes, joined=False, snapshot=snapshot)
+        if isinstance(join, Session):
+            join.flush()
+            join = join.connection()
+        if not isinstance(join, Connection):
+            raise ValidationError(
+                f"join= takes a Connection or an ORM Session, got {type(join).__name__}",
+                path="join",
+            )
+        options["join_transaction_mode"] = "create_savepoint"
+        session = make_session(bind=join, **options)
+        return Work(session, self.settings, writes=True, joined=True)
+
+    def perform(
+        self,
+        writes: bool,
+        call: Callable[[Work], R],
+        snapshot: bool = False,
+        on_driver: bool = False,
+    ) -> R:
+        """Run one repository operation in a fresh transaction of its own (on driver SQL
+        when ``on_driver`` and this ledger takes it), again after a transient failure
+        (a deadlock, a lock refused at once, a stale statement cache) or a connection
+        lost before its COMMIT was sent (nothing of it was stored: a pooled connection
+        the server dropped, which the idle-only pre-ping let through), and after a
+        commit of unknown outcome only when the operation said its replay is harmless
+        (``Work.replay_safe``)."""
+        refuse_if_open(self.key)
+        if on_driver and self._takes_driver(writes):
+            try:
+                return self._retried(self._driver_transaction, writes, snapshot, call)
+            except _driver.Fallback:
+                pass  # nothing of it stored: run it on SQLAlchemy's transport
+        return self._retried(self._session_transaction, writes, snapshot, call)
+
+    def _takes_driver(self, writes: bool) -> bool:
+        if not self.on_driver or _driver.steps_aside(self.engine):
+            return False
+        self.ensure_ready()
+        # A read-only file: SQLAlchemy's transport says why a write cannot run.
+        return not (writes and is_read_only(self.settings.url))
+
+    def _retried(
+        self, transport: Transport, writes: bool, snapshot: bool, call: Callable[[Work], R]
+    ) -> R:
+        begun: list[Work] = []  # the attempt's transaction, once it exists
+
+        def attempt() -> R:
+            begun.clear()
+            with transport(writes, snapshot, begun) as work:
+                return work.perform(writes, call)
+
+        def lost_before_commit(error: BaseException) -> bool:
+            return bool(begun) and is_lost_before_commit(error, begun[0].commit_sent)
+
+        replayable = transient_or_replayable(lambda: bool(begun) and begun[0].replay_safe)
+        return retrying(
+            attempt,
+            retries=TRANSIENT_RETRIES,
+            retry_on=lambda error: lost_before_commit(error) or replayable(error),
+            sleep=self.waits.sleep,
+        )
+
+    @contextmanager
+    def _session_transaction(
+        self, writes: bool, snapshot: bool, begun: list[Work]
+    ) -> Iterator[Work]:
+        """SQLAlchemy's transport: a plain ORM Session's transaction."""
+        work = self.new_work(writes=writes, snapshot=snapshot, session_factory=Session)
+        work.one_operation = True
+        begun.append(work)
+        with work:
+            yield work
+
+    @contextmanager
+    def _driver_transaction(
+        self, writes: bool, snapshot: bool, begun: list[Work]
+    ) -> Iterator[Work]:
+        """Driver SQL's transport (``_driver.transaction``), its errors translated as
+        SQLAlchemy's transport translates them. (A snapshot read is one statement on
+        driver SQL, which sees one snapshot.)"""
+        url = self.settings.url
+        autocommit = _driver.driver_one_statement(
+            self.engine.dialect, self._read_options, writes=writes
+        )
+        driver: _driver.DriverConnection | None = None
+        work: Work | None = None
+        try:
+            with _driver.transaction(
+                self.engine, writes=writes, autocommit=autocommit, url=url
+            ) as driver:
+                work = Work(None, self.settings, writes=writes, joined=False, executor=driver)
+                work.one_operation = work.active = True
+                begun.append(work)
+                yield work
+        except (_driver.Fallback, AgentLedgerError):
+            raise
+        except Exception:
+            sent = writes and driver is not None and driver.commit_sent
+            with translated_commit(url) if sent else translated(url):
+                raise
+        finally:
+            if work is not None and driver is not None:
+                # A read's COMMIT leaves nothing in doubt (as ``Work.finish`` reads it).
+                work.commit_sent = writes and driver.commit_sent
+
+    @contextmanager
+    def transaction(self, *, writes: bool, snapshot: bool = False) -> Iterator[Work]:
+        """A fresh transaction for the ledger's own parts (export, import, purge), which
+        bind the repositories they need to it; ``snapshot``: a read that sees one
+        snapshot however long it lasts."""
+        refuse_if_open(self.key)
+        with self.new_work(writes=writes, snapshot=snapshot, session_factory=Session) as work:
+            yield work
+
+    @contextmanager
+    def connection(self) -> Iterator[Connection]:
+        """A connection outside any transaction, rolled back after (SQLite's VACUUM)."""
+        refuse_if_open(self.key)
+        self.ensure_ready()
+        with translated(self.settings.url), self.engine.connect() as connection:
+            yield connection
+            if connection.in_transaction():
+                connection.rollback()
+
+    def close(self) -> None:
+        """Release the engine if this ledger created it; a borrowed one is left alone."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.owns_engine:
+            self.engine.dispose()
+        if self.memory is not None:
+            self.memory.close()
+
+
+# Which ledgers have a unit of work open, and for which task or thread: a ledger-level
+# call from that same task would wait on its own lock, so it is refused instead.
+_open_units: contextvars.ContextVar[frozenset[tuple[int, object]]] = contextvars.ContextVar(
+    "agentledger_open_units", default=frozenset()
+)
+
+
+def _owner() -> object:
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:
+        task = None
+    return task if task is not None else threading.get_ident()
+
+
+@contextmanager
+def marked_open(ledger_key: int) -> Iterator[None]:
+    """Record that the current task holds a unit of work of ``ledger_key``."""
+    token = _open_units.set(_open_units.get() | {(ledger_key, _owner())})
+    try:
+        yield
+    finally:
+        _open_units.reset(token)
+
+
+def refuse_if_open(ledger_key: int) -> None:
+    """Raise UsageError when the current task holds a unit of work of ``ledger_key``."""
+    units = _open_units.get()
+    if units and (ledger_key, _owner()) in units:
+        raise UsageError(
+            "a ledger-level call (or a second unit of work) inside an open unit of work of "
+            "the same task could wait on that unit of work's own lock; use the unit of "
+            "work's repositories (uow.sessions, uow.messages, ...) instead"
+        )
