@@ -1,19 +1,25 @@
 """Repositories: one module per aggregate, each holding the single implementation of its
-operations (``SessionRepository``...) and, below it, its async face
-(``AsyncSessionRepository``...), whose methods are generated one-line hand-offs."""
+operations (``SessionRepository``...); their async faces (``AsyncSessionRepository``...),
+whose methods are one-line hand-offs, are all in ``_async``, a module written whole by
+``tools/generate_async.py``."""
 
-from .checkpoints import AsyncCheckpointRepository, CheckpointRepository
-from .grants import AsyncGrantRepository, GrantRepository
-from .langgraph import AsyncLangGraphRepository, LangGraphRepository
-from .messages import AsyncMessageRepository, MessageRepository
-from .scoped_state import (
-    AppStateRepository,
+from ._async import (
     AsyncAppStateRepository,
+    AsyncCheckpointRepository,
+    AsyncGrantRepository,
+    AsyncLangGraphRepository,
+    AsyncMessageRepository,
+    AsyncSessionRepository,
+    AsyncStepRepository,
     AsyncUserStateRepository,
-    UserStateRepository,
 )
-from .sessions import AsyncSessionRepository, SessionRepository
-from .steps import AsyncStepRepository, StepRepository
+from .checkpoints import CheckpointRepository
+from .grants import GrantRepository
+from .langgraph import LangGraphRepository
+from .messages import MessageRepository
+from .scoped_state import AppStateRepository, UserStateRepository
+from .sessions import SessionRepository
+from .steps import StepRepository
 
 __all__ = [
     "AppStateRepository",

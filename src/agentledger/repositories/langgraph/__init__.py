@@ -13,8 +13,9 @@ The repository knows nothing of LangGraph's types: values arrive serialized, as
 ``(type tag, bytes)`` pairs, and leave the same way; the adapter owns the serializer.
 
 The wing: ``values`` (the tables, stored shapes and the codec, no I/O),
-``statements`` (every statement, prebuilt once) and ``repository`` (the operations,
-and their generated async face).
+``statements`` (every statement, prebuilt once) and ``repository`` (the operations);
+their async face, ``AsyncLangGraphRepository``, is generated with the other
+repositories' in ``repositories._async`` and importable from here too.
 
 What LangGraph hands a saver, and the rule each follows (issue "LangGraph II"):
 
@@ -37,7 +38,8 @@ What LangGraph hands a saver, and the rule each follows (issue "LangGraph II"):
 """
 
 from ...langgraph_records import PruneStrategy, StoredCheckpoint, StoredWrite, Typed
-from .repository import TOUCH_EVERY, AsyncLangGraphRepository, LangGraphRepository
+from .._async import AsyncLangGraphRepository
+from .repository import TOUCH_EVERY, LangGraphRepository
 from .values import COMPRESS_FROM, COMPRESSED
 
 __all__ = [
