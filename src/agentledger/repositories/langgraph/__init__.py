@@ -12,8 +12,9 @@ step that changes one channel stores one value. Pending writes are rows keyed by
 The repository knows nothing of LangGraph's types: values arrive serialized, as
 ``(type tag, bytes)`` pairs, and leave the same way; the adapter owns the serializer.
 
-The wing: ``values`` (the tables, stored shapes and the codec, no I/O),
-``statements`` (every statement, prebuilt once) and ``repository`` (the operations);
+The wing: ``values`` (the tables, stored shapes and the codec, and checkpoints
+assembled from rows already read: no I/O), ``statements`` (every statement, prebuilt
+once) and ``repository`` (the operations, and the reads they make);
 their async face, ``AsyncLangGraphRepository``, is generated with the other
 repositories' in ``repositories._async`` and importable from here too.
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Iterator, Sequence
 from datetime import timedelta
-from typing import Any, cast
+from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
@@ -20,7 +20,7 @@ from sqlalchemy import (
 )
 
 from ..._checks import bounded_int, checked_text
-from ..._json import check_json, decode_json
+from ..._json import check_json
 from ..._limits import (
     MAX_CHANNEL_LENGTH,
     MAX_EXTERNAL_KEY_LENGTH,
@@ -54,7 +54,6 @@ from .statements import (
     _AT_PART,
     _CHECKPOINT_KEY,
     _CHECKPOINT_PART,
-    _IN_ONE,
     _LATEST,
     _ONE,
     _ORDER,
@@ -64,7 +63,6 @@ from .statements import (
     _VALUES,
     _WRITES_OF,
     PAGE,
-    _checkpoint_with_parts,
     _Missing,
     _newest_first,
     _next,
@@ -74,7 +72,9 @@ from .statements import (
     _Upserted,
     insert_for_new_session,
     insert_for_session_key,
+    one_checkpoint_read,
     stores_for_session,
+    threads_in_scope,
     touch_session_by_key,
 )
 from .values import (
@@ -95,6 +95,10 @@ from .values import (
     _unpacked,
     _Values,
     _Writes,
+    assembled,
+    metadata_of,
+    once_per_index,
+    versions_of,
 )
 
 TOUCH_EVERY = timedelta(seconds=1)
@@ -364,24 +368,10 @@ class LangGraphRepository(Repository):
         if not rows:
             return
         keys = ("session_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx")
-        # A batch may carry one index twice (a node that interrupts twice writes
-        # ``__resume__`` twice, at its special index). Stored as if written one by one:
-        # the first regular write of an index is kept, the last special one replaces.
-        # One upsert cannot touch a row twice (PostgreSQL's CardinalityViolation).
-        regular: dict[int, dict[str, Any]] = {}
-        special: dict[int, dict[str, Any]] = {}
-        for row in rows:
-            if row["idx"] >= 0:
-                regular.setdefault(row["idx"], row)
-            else:
-                special[row["idx"]] = row
+        regular, special = once_per_index(rows)  # as if written one by one
         refreshed = ["channel", "type", "blob", "task_path"]
         self._work.replay_safe = True  # stored again, the same writes change nothing
-        self._store(
-            thread_id,
-            (WRITES, list(regular.values()), keys),
-            (WRITES, list(special.values()), keys, refreshed),
-        )
+        self._store(thread_id, (WRITES, regular, keys), (WRITES, special, keys, refreshed))
 
     # -- reading -----------------------------------------------------------------------
 
@@ -397,7 +387,7 @@ class LangGraphRepository(Repository):
         if checkpoint_id is not None:
             params["id"] = _checkpoint_id(checkpoint_id)
         query = _LATEST if checkpoint_id is None else _ONE
-        statement = self._in_one(self._dialect_name(), query, checkpoint_id is None)
+        statement = one_checkpoint_read(self._dialect_name(), checkpoint_id is None)
         if statement is None:
             # Two queries; the read transaction (REPEATABLE READ) is one snapshot.
             found = self._assemble(self._connection().execute(query, params).all())
@@ -408,13 +398,6 @@ class LangGraphRepository(Repository):
             return None
         one = (head[0].session_id, head[0].checkpoint_ns, head[0].checkpoint_id)
         return self._assemble(head, _parts_of_many(rows, one))[0]
-
-    @staticmethod
-    def _in_one(dialect_name: str, query: Any, latest: bool) -> Any:
-        key = (dialect_name, latest)
-        if key not in _IN_ONE:
-            _IN_ONE[key] = _checkpoint_with_parts(query, dialect_name, page=False)
-        return _IN_ONE[key]
 
     def list(
         self,
@@ -479,12 +462,11 @@ class LangGraphRepository(Repository):
             )
             if found is not None:
                 return found
-        query = self._select()
         conditions: builtins.list[ColumnElement[bool]] = []
         if thread_id is not None:
             conditions.append(CHECKPOINTS.c.session_id == _thread_session(*self._key(thread_id)))
         else:
-            conditions.append(self._in_scope())
+            conditions.append(threads_in_scope(self.app_name, self.user_id))
         if checkpoint_ns is not None:
             conditions.append(CHECKPOINTS.c.checkpoint_ns == _namespace(checkpoint_ns))
         if checkpoint_id is not None:
@@ -503,11 +485,11 @@ class LangGraphRepository(Repository):
                 tuple_(*_ORDER) < tuple_(after.checkpoint_id, after.checkpoint_ns, after.session_id)
             )
         size = limit if exact else PAGE
-        query = query.where(*conditions).order_by(*_newest_first(checkpoint_ns is not None))
+        query = _ROW.where(*conditions).order_by(*_newest_first(checkpoint_ns is not None))
         rows = self._session.execute(query.limit(size)).all()
         position = _next(rows, size)
         if not exact:
-            rows = [row for row in rows if _matches(self._metadata(row), filter or {})]
+            rows = [row for row in rows if _matches(metadata_of(row), filter or {})]
             rows = rows[:limit]
             if len(rows) == limit:
                 last = rows[-1]
@@ -548,92 +530,26 @@ class LangGraphRepository(Repository):
         rows.reverse()
         return self._assemble(rows, _parts_of_many(every)), _next(rows, limit)
 
-    def _in_scope(self) -> ColumnElement[bool]:
-        app = (
-            SESSIONS.c.app_name.is_(None)
-            if self.app_name is None
-            else SESSIONS.c.app_name == self.app_name
-        )
-        user = (
-            SESSIONS.c.user_id.is_(None)
-            if self.user_id is None
-            else SESSIONS.c.user_id == self.user_id
-        )
-        return and_(app, user, SESSIONS.c.external_key.is_not(None))
-
-    def _select(self) -> Any:
-        return _ROW
-
-    def _metadata(self, row: Any) -> dict[str, Any]:
-        value = row.metadata
-        if isinstance(value, str):
-            value = decode_json(
-                value,
-                table=CHECKPOINTS.name,
-                key=(row.session_id, row.checkpoint_ns, row.checkpoint_id),
-                column="metadata",
-            )
-        return cast(dict[str, Any], value)
-
     def _assemble(
         self, rows: Sequence[Any], parts: tuple[_Values, _Writes] | None = None
     ) -> builtins.list[StoredCheckpoint]:
         """The checkpoints of ``rows`` with their channel values and writes (``parts``
         when already read): one query for the values of all of them, one for their
-        writes."""
+        writes (``values.assembled`` puts them together)."""
         if not rows:
             return []
-        if parts is not None:
-            values, writes = parts
-        elif len(rows) == 1:
-            values, writes = self._parts_of_one(rows[0])
-        else:
-            values, writes = self._values(rows), self._writes(rows)
-        result = []
-        for row in rows:
-            versions = row.channel_versions
-            if isinstance(versions, str):
-                versions = decode_json(
-                    versions, table=CHECKPOINTS.name, key=row.checkpoint_id, column="versions"
-                )
-            place = (row.session_id, row.checkpoint_ns)
-            channel_values = {}
-            for channel, version in versions.items():
-                found = values.get((*place, channel, version))
-                if found is not None:
-                    channel_values[channel] = found
-            result.append(
-                StoredCheckpoint(
-                    thread_id=row.thread_id,
-                    checkpoint_ns=row.checkpoint_ns,
-                    checkpoint_id=row.checkpoint_id,
-                    parent_checkpoint_id=row.parent_checkpoint_id,
-                    checkpoint=_unpacked(
-                        row.type,
-                        row.checkpoint,
-                        CHECKPOINTS,
-                        (*place, row.checkpoint_id),
-                        "checkpoint",
-                    ),
-                    metadata=self._metadata(row),
-                    channel_values=channel_values,
-                    pending_writes=writes.get((*place, row.checkpoint_id), []),
-                    channel_versions=versions,
-                )
-            )
-        return result
+        if parts is None and len(rows) == 1:
+            parts = self._parts_of_one(rows[0])
+        elif parts is None:
+            parts = self._values(rows), self._writes(rows)
+        return assembled(rows, *parts)
 
     def _parts_of_one(self, row: Any) -> tuple[_Values, _Writes]:
-        versions = row.channel_versions
-        if isinstance(versions, str):
-            versions = decode_json(
-                versions, table=CHECKPOINTS.name, key=row.checkpoint_id, column="versions"
-            )
         params = {
             "session_id": row.session_id,
             "ns": row.checkpoint_ns,
             "id": row.checkpoint_id,
-            "pairs": sorted(versions.items()),
+            "pairs": sorted(versions_of(row).items()),
         }
         parts = self._connection().execute(_PARTS_OF_ONE, params).all()
         return _parts_of_many(parts, (row.session_id, row.checkpoint_ns, row.checkpoint_id))
@@ -641,14 +557,9 @@ class LangGraphRepository(Repository):
     def _values(self, rows: Sequence[Any]) -> dict[tuple[str, str, str, str], Typed]:
         wanted: set[tuple[str, str, str, str]] = set()
         for row in rows:
-            versions = row.channel_versions
-            if isinstance(versions, str):
-                versions = decode_json(
-                    versions, table=CHECKPOINTS.name, key=row.checkpoint_id, column="versions"
-                )
             wanted.update(
                 (row.session_id, row.checkpoint_ns, channel, version)
-                for channel, version in versions.items()
+                for channel, version in versions_of(row).items()
             )
         if not wanted:
             return {}
@@ -737,7 +648,7 @@ class LangGraphRepository(Repository):
                 checkpoint_ns=row.checkpoint_ns,
                 checkpoint_id=row.checkpoint_id,
                 parent_checkpoint_id=row.parent_checkpoint_id,
-                metadata=self._metadata(row),
+                metadata=metadata_of(row),
                 type=row.type,
                 size=int(row.size),
                 created_at=row.created_at,
@@ -880,12 +791,7 @@ class LangGraphRepository(Repository):
             CHECKPOINTS.c.session_id == session_id, CHECKPOINTS.c.checkpoint_ns == ns
         )
         for row in self._session.execute(query):
-            versions = row.channel_versions
-            if isinstance(versions, str):
-                versions = decode_json(
-                    versions, table=CHECKPOINTS.name, key=row.checkpoint_id, column="versions"
-                )
-            used.update(versions.items())
+            used.update(versions_of(row).items())
         stored = self._session.execute(
             select(BLOBS.c.channel, BLOBS.c.version).where(
                 BLOBS.c.session_id == session_id, BLOBS.c.checkpoint_ns == ns

@@ -90,6 +90,14 @@ _ROW = select(
 ).join(SESSIONS, SESSIONS.c.id == CHECKPOINTS.c.session_id)
 
 
+def threads_in_scope(app_name: str | None, user_id: str | None) -> ColumnElement[bool]:
+    """The sessions that are threads of the scope (``app_name``, ``user_id``; None
+    matches NULL): those with an external key, the thread id."""
+    app = SESSIONS.c.app_name.is_(None) if app_name is None else SESSIONS.c.app_name == app_name
+    user = SESSIONS.c.user_id.is_(None) if user_id is None else SESSIONS.c.user_id == user_id
+    return and_(app, user, SESSIONS.c.external_key.is_not(None))
+
+
 _THREAD = SESSIONS.alias("thread")
 
 
@@ -253,7 +261,7 @@ def _checkpoint_with_parts(query: Any, dialect_name: str, *, page: bool) -> Any:
             head.c.parent_checkpoint_id,
             head.c.type,
             head.c.checkpoint,
-            # Sent as text, decoded once per checkpoint by ``_assemble``: as JSON, the
+            # Sent as text, decoded once per checkpoint (``values.versions_of``): as JSON, the
             # type's reader ran on every value and write row too (NULL there), a fifth
             # of the Python time of a SQLite ``get``; and psycopg made a JSON loader per
             # column per call and decoded bytes, a tenth of a PostgreSQL ``get``.
@@ -354,6 +362,17 @@ def _next(rows: Sequence[Any], size: int) -> _Position | None:
 
 _IN_ONE: dict[tuple[str, bool], Any] = {}
 """The one-statement reads of ``get`` by (dialect, latest), built on first use."""
+
+
+def one_checkpoint_read(dialect_name: str, latest: bool) -> Any:
+    """``get``'s read as one statement: the thread's newest checkpoint of a namespace
+    (``latest``) or the one by its id, with its values and writes; built once per
+    dialect, None where the dialect cannot make it (``_checkpoint_with_parts``)."""
+    key = (dialect_name, latest)
+    if key not in _IN_ONE:
+        query = _LATEST if latest else _ONE
+        _IN_ONE[key] = _checkpoint_with_parts(query, dialect_name, page=False)
+    return _IN_ONE[key]
 
 
 def _parts_of_many(

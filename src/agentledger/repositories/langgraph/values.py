@@ -1,11 +1,13 @@
 """LangGraph's stored shapes, I/O-free: the checks of ids, namespaces and values, the
-codec of a stored value (its type tag and bytes, zlib-compressed when that pays), and
-the order LangGraph reads writes in."""
+codec of a stored value (its type tag and bytes, zlib-compressed when that pays), the
+order LangGraph reads writes in, and the checkpoints assembled from rows already read
+(their JSON columns decoded where a read gave them as text)."""
 
 from __future__ import annotations
 
 import builtins
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, cast
@@ -15,6 +17,7 @@ from sqlalchemy import (
 )
 
 from ..._checks import checked_text
+from ..._json import decode_json
 from ..._limits import (
     MAX_CHECKPOINT_ID_LENGTH,
     MAX_NAMESPACE_LENGTH,
@@ -23,6 +26,7 @@ from ..._limits import (
 from ...errors import CorruptRecordError, ValidationError
 from ...langgraph_records import (
     SHOWN_VALUE_BYTES,
+    StoredCheckpoint,
     StoredWrite,
     Typed,
 )
@@ -162,3 +166,92 @@ def _in_langgraph_order(writes: builtins.list[StoredWrite]) -> None:
 
 def _matches(metadata: dict[str, Any], filter: dict[str, Any]) -> bool:
     return all(key in metadata and metadata[key] == value for key, value in filter.items())
+
+
+def once_per_index(
+    rows: list[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A batch of pending-write rows as if written one by one: (regular, special). A
+    batch may carry one index twice (a node that interrupts twice writes
+    ``__resume__`` twice, at its special index); of a regular index (>= 0) the first
+    write is kept, of a special one the last replaces. One upsert cannot touch a row
+    twice (PostgreSQL's CardinalityViolation), so each index goes once."""
+    regular: dict[int, dict[str, Any]] = {}
+    special: dict[int, dict[str, Any]] = {}
+    for row in rows:
+        if row["idx"] >= 0:
+            regular.setdefault(row["idx"], row)
+        else:
+            special[row["idx"]] = row
+    return list(regular.values()), list(special.values())
+
+
+def versions_of(row: Any) -> dict[str, str]:
+    """A checkpoint row's channel versions, decoded when the read gave them as text (the
+    one-statement reads send them so: ``statements._checkpoint_with_parts``).
+
+    Raises:
+        CorruptRecordError: text that is not JSON.
+    """
+    versions = row.channel_versions
+    if isinstance(versions, str):
+        versions = decode_json(
+            versions, table=CHECKPOINTS.name, key=row.checkpoint_id, column="versions"
+        )
+    return cast(dict[str, str], versions)
+
+
+def metadata_of(row: Any) -> dict[str, Any]:
+    """A checkpoint row's metadata, decoded when the read gave it as text.
+
+    Raises:
+        CorruptRecordError: text that is not JSON.
+    """
+    value = row.metadata
+    if isinstance(value, str):
+        value = decode_json(
+            value,
+            table=CHECKPOINTS.name,
+            key=(row.session_id, row.checkpoint_ns, row.checkpoint_id),
+            column="metadata",
+        )
+    return cast(dict[str, Any], value)
+
+
+def assembled(rows: Sequence[Any], values: _Values, writes: _Writes) -> list[StoredCheckpoint]:
+    """The checkpoints of ``rows`` (checkpoint rows, with their thread id), each with the
+    channel values of its versions found in ``values`` and its pending writes in
+    ``writes``, as read already.
+
+    Raises:
+        CorruptRecordError: a row whose checkpoint, versions or metadata do not decode.
+    """
+    result = []
+    for row in rows:
+        versions = versions_of(row)
+        place = (row.session_id, row.checkpoint_ns)
+        channel_values = {}
+        for channel, version in versions.items():
+            found = values.get((*place, channel, version))
+            if found is not None:
+                channel_values[channel] = found
+        result.append(
+            StoredCheckpoint(
+                thread_id=row.thread_id,
+                checkpoint_ns=row.checkpoint_ns,
+                checkpoint_id=row.checkpoint_id,
+                parent_checkpoint_id=row.parent_checkpoint_id,
+                checkpoint=_unpacked(
+                    row.type,
+                    row.checkpoint,
+                    CHECKPOINTS,
+                    (*place, row.checkpoint_id),
+                    "checkpoint",
+                ),
+                metadata=metadata_of(row),
+                channel_values=channel_values,
+                pending_writes=writes.get((*place, row.checkpoint_id), []),
+                channel_versions=versions,
+            )
+        )
+    return result
