@@ -21,6 +21,9 @@ transaction's first snapshot. They are primary-key lookups, or range reads over 
 session on the (session_id, seq) index that end on a row of that session, so they
 lock that session's rows and not its neighbours'. Deletes go by primary key. Reads
 that only name a lineage or explain a conflict are plain.
+
+Here are the statements and the operations; what a stored checkpoint looks like (its
+ref, its payload's checks, a row as a ``Checkpoint``) is ``checkpoint_payloads``.
 """
 
 from __future__ import annotations
@@ -47,12 +50,9 @@ from sqlalchemy.orm import Session
 
 from .._checks import after_keyset, bounded_int, decode_cursor, encode_cursor
 from .._dialects import capabilities, dialect_names
-from .._json import check_json, decode_json
 from ..clock import utc
 from ..errors import (
     ConflictError,
-    CorruptRecordError,
-    InvalidIdError,
     NotFoundError,
     ValidationError,
 )
@@ -63,19 +63,16 @@ from ..records import (
     Checkpoint,
     CheckpointInfo,
     CheckpointPayload,
-    NewMessage,
     Page,
-    PendingToolCall,
     SessionSelection,
-    from_stored,
 )
 from ._base import Repository, operation
 from ._session_row import lock_sessions, selected, session_exists
 from ._statements import counter_after_update, insert_json_text
+from .checkpoint_payloads import checked_ref, checkpoint_of, payload_text
 
 _CHECKPOINTS = cast(Table, AgentCheckpoint.__table__)
 _SESSIONS = cast(Table, AgentSession.__table__)
-_TABLE = "agentledger_checkpoints"
 _INFO_COLUMNS = (
     _CHECKPOINTS.c.ref,
     _CHECKPOINTS.c.session_id,
@@ -113,7 +110,6 @@ CheckpointInfos = list[CheckpointInfo]
 """Checkpoints without their payloads, as bulk operations return them."""
 _Located = Row[Any, Any, Any]
 """(session_id, seq, expires_at) of one checkpoint."""
-MAX_REF_LENGTH = 64
 MAX_PAGE_SIZE = 1000
 PURGE_BATCH = 500
 """How many expired checkpoints ``purge_expired`` deletes per transaction by default."""
@@ -193,16 +189,6 @@ def on_checkpoint_session_index(query: S) -> S:
     return query
 
 
-def _ref(value: object, *, what: str = "checkpoint ref") -> str:
-    """``value`` if it can be a checkpoint ref (an id of at most 64 characters)."""
-    ref = validate_id(value, what=what)
-    if len(ref) > MAX_REF_LENGTH:
-        raise InvalidIdError(
-            f"invalid {what}: at most {MAX_REF_LENGTH} characters, got {len(ref)}", value=value
-        )
-    return ref
-
-
 def _alive(now: datetime) -> ColumnElement[bool]:
     """Checkpoints that have not expired at ``now``."""
     return or_(_CHECKPOINTS.c.expires_at.is_(None), _CHECKPOINTS.c.expires_at > now)
@@ -226,127 +212,8 @@ def _no_session(id: str, doing: str) -> NotFoundError:
     return NotFoundError(f"no session {id!r}: {doing}", id=id)
 
 
-def checkpoint_of(row: Row[Any]) -> Checkpoint:
-    """A Checkpoint from a row of ``_READ``; a payload that does not decode, or is not
-    a checkpoint payload, raises CorruptRecordError naming the checkpoint.
-
-    The text is decoded by Python's JSON decoder; a document in exactly the form
-    ``save`` writes (every field, each message as role, content and metadata) becomes
-    the payload record directly (``_as_stored``), what it was validated as on write.
-    Anything else (written by something other than agentledger) is validated whole,
-    as pydantic's ``model_validate`` decides."""
-    values = dict(row._mapping)
-    ref = values["ref"]
-    data = decode_json(values["payload"], table=_TABLE, key=ref, column="payload")
-    payload = _as_stored(data)
-    if payload is None:
-        try:
-            payload = CheckpointPayload.model_validate(data)
-        except ValueError as problem:
-            raise _not_a_payload(ref, problem) from None
-    values["payload"] = payload
-    return from_stored(Checkpoint, values)
-
-
-_PAYLOAD_FIELDS = tuple(CheckpointPayload.model_fields)
-_PAYLOAD_KEYS = frozenset(_PAYLOAD_FIELDS)
-_MESSAGE_KEYS = frozenset(("role", "content", "metadata"))
-_PENDING_KEYS = frozenset(("tool_call", "interrupt_active"))
-_MAX_ROLE_LENGTH = 255
-"""``NewMessage.role``'s ``max_length``."""
-
-
-def _as_stored(data: Any) -> CheckpointPayload | None:
-    """The payload record of a decoded document in the form ``save`` writes, built
-    without validating again; None when the document is in any other form.
-
-    Only what the form itself decides is looked at, and every rule of the fields it
-    holds: the keys of the payload, its messages and its pending tool calls (all
-    present, none other), each message's role a string of 1 to 255 characters and its
-    metadata an object, each tool call an object and its ``interrupt_active`` a bool,
-    the requesters strings, the runtime state an object. Validating the same document
-    with pydantic takes several times longer on a payload of many messages (and gives
-    an equal record)."""
-    if type(data) is not dict or data.keys() != _PAYLOAD_KEYS:
-        return None
-    window, pending, requesters, runtime_state = (
-        data["context_window"],
-        data["pending_tool_calls"],
-        data["interrupt_requesters"],
-        data["runtime_state"],
-    )
-    if type(window) is not list or type(pending) is not dict or type(runtime_state) is not dict:
-        return None
-    if type(requesters) is not dict or any(type(v) is not str for v in requesters.values()):
-        return None
-    messages: list[NewMessage] = []
-    for item in window:
-        if type(item) is not dict or item.keys() != _MESSAGE_KEYS:
-            return None
-        role, metadata = item["role"], item["metadata"]
-        if type(role) is not str or not 0 < len(role) <= _MAX_ROLE_LENGTH:
-            return None
-        if type(metadata) is not dict:
-            return None
-        message = {
-            "role": role,
-            "content": item["content"],
-            "metadata": metadata,
-            "created_at": None,
-            "external_key": None,
-        }
-        messages.append(from_stored(NewMessage, message))
-    calls: dict[str, PendingToolCall] = {}
-    for call_id, call in pending.items():
-        if type(call) is not dict or call.keys() != _PENDING_KEYS:
-            return None
-        tool_call, active = call["tool_call"], call["interrupt_active"]
-        if type(tool_call) is not dict or type(active) is not bool:
-            return None
-        calls[call_id] = from_stored(
-            PendingToolCall, {"tool_call": tool_call, "interrupt_active": active}
-        )
-    values = {**data, "context_window": messages, "pending_tool_calls": calls}
-    return from_stored(CheckpointPayload, {name: values[name] for name in _PAYLOAD_FIELDS})
-
-
-def _not_a_payload(ref: str, error: Exception) -> CorruptRecordError:
-    return CorruptRecordError(
-        f"{_TABLE} row {ref!r}: column payload is JSON but not a checkpoint payload "
-        f"({error}); it was written by something other than agentledger",
-        table=_TABLE,
-        key=ref,
-        column="payload",
-    )
-
-
 class CheckpointRepository(Repository):
     """The single implementation of the checkpoint operations."""
-
-    def _payload_text(self, payload: object) -> tuple[CheckpointPayload, str]:
-        """The payload as a record and its JSON text, checked within the limits."""
-        if isinstance(payload, dict):
-            try:
-                payload = CheckpointPayload.model_validate(payload)
-            except ValueError as error:
-                raise ValidationError(f"payload: {error}", path="payload") from None
-        if not isinstance(payload, CheckpointPayload):
-            raise ValidationError(
-                f"payload must be a CheckpointPayload (or a dict of one), "
-                f"got {type(payload).__name__}",
-                path="payload",
-            )
-        limits = self._work.settings.limits
-        # A context window holds what the model sees: a message's own time and key are
-        # not part of it (and a datetime is not JSON).
-        window_only = {"context_window": {"__all__": {"created_at", "external_key"}}}
-        text = check_json(
-            payload.model_dump(exclude=window_only),
-            path="payload",
-            limits=limits,
-            max_bytes=limits.max_checkpoint_bytes,
-        )
-        return payload, text
 
     @staticmethod
     def _expiry(ttl: object, now: datetime) -> datetime | None:
@@ -452,8 +319,8 @@ class CheckpointRepository(Repository):
         """
         validate_id(id)
         if parent is not None:
-            _ref(parent, what="parent ref")
-        checked, text = self._payload_text(payload)
+            checked_ref(parent, what="parent ref")
+        checked, text = payload_text(payload, self._work.settings.limits)
         now = self._work.settings.now()
         expires_at = self._expiry(ttl, now)
         ref = new_id(now)
@@ -543,8 +410,8 @@ class CheckpointRepository(Repository):
             ValidationError: a payload that cannot be stored, or a bad ttl.
         """
         validate_id(id)
-        _ref(from_ref, what="from_ref")
-        checked, text = self._payload_text(payload)
+        checked_ref(from_ref, what="from_ref")
+        checked, text = payload_text(payload, self._work.settings.limits)
         now = self._work.settings.now()
         expires_at = self._expiry(ttl, now)
         self._lock_session(id, "the fork is not stored")
@@ -591,7 +458,7 @@ class CheckpointRepository(Repository):
             InvalidIdError: ``ref`` cannot be a checkpoint ref.
             CorruptRecordError: its payload does not decode.
         """
-        _ref(ref)
+        checked_ref(ref)
         now = self._work.settings.now()
         row = self._session.connection().execute(_GET, {"ref": ref, "now": now}).first()
         if row is None:
@@ -650,7 +517,7 @@ class CheckpointRepository(Repository):
             NotFoundError: no such checkpoint.
             InvalidIdError: ``ref`` cannot be a checkpoint ref.
         """
-        _ref(ref)
+        checked_ref(ref)
         query = select(_CHECKPOINTS.c.session_id).where(_CHECKPOINTS.c.ref == ref)
         id = self._session.execute(query).scalar()
         if id is None:  # a plain read may answer from an older snapshot: ask for the latest
@@ -824,7 +691,7 @@ class CheckpointRepository(Repository):
         now), judged under their sessions' locks; sessions whose newest checkpoint went
         point at their newest remaining one. Returns what went."""
         now = self._moment(at)
-        wanted = [_ref(ref) for ref in refs]
+        wanted = [checked_ref(ref) for ref in refs]
         owners = select(_CHECKPOINTS.c.session_id).where(_CHECKPOINTS.c.ref.in_(wanted))
         ids = lock_sessions(self._session, list(self._session.execute(owners).scalars()))
         if not ids:
