@@ -4,12 +4,31 @@ PostgreSQL's end, and a skip summary with one line per reason, not one per test.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from agentledger import migrations
+
 from . import databases
 from .databases import migrated_url as migrated_url
+from .databases import scratch_database
 from .databases import scratch_url as scratch_url
+
+EVERY_DATABASE = [
+    pytest.param("sqlite", marks=pytest.mark.sqlite),
+    pytest.param("postgresql", marks=pytest.mark.postgresql),
+    pytest.param("mysql", marks=pytest.mark.mysql),
+]
+
+
+@pytest.fixture(params=EVERY_DATABASE)
+def each_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A migrated scratch database of each kind (a SQLite file, PostgreSQL, MariaDB)."""
+    with scratch_database(request.param, str(tmp_path)) as found:
+        migrations.upgrade(found)
+        yield found.render_as_string(hide_password=False)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

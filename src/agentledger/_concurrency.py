@@ -22,9 +22,11 @@ import asyncio
 import contextvars
 import functools
 import itertools
+import os
 import sys
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, asynccontextmanager
@@ -77,7 +79,10 @@ class ThreadHop:
 
     def __init__(self, check: Callable[[], None], *, workers: int, name: str) -> None:
         self._check = check
+        self._workers = workers
+        self._name = name
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
+        _HOPS.add(self)
         self.items_per_call = ITEMS_PER_HOP
         """How many items ``async_iterate`` takes from an iterator in one hop."""
         self.submitted = 0
@@ -93,6 +98,25 @@ class ThreadHop:
     def close(self) -> None:
         """Wait for the calls running in the threads, then stop the threads (blocks)."""
         self._executor.shutdown(wait=True)
+
+    def _renew_in_child(self) -> None:
+        """After ``os.fork()``, in the child: the parent's worker threads do not exist
+        there, and the executor, counting them as idle, would start none, so a call
+        would wait forever. A new executor starts its threads as calls come."""
+        self._executor = ThreadPoolExecutor(
+            max_workers=self._workers, thread_name_prefix=self._name
+        )
+
+
+_HOPS: weakref.WeakSet[ThreadHop] = weakref.WeakSet()
+
+
+def _renew_hops_in_child() -> None:
+    for hop in list(_HOPS):
+        hop._renew_in_child()
+
+
+os.register_at_fork(after_in_child=_renew_hops_in_child)
 
 
 class Waits(Protocol):
@@ -122,20 +146,27 @@ class _Blocking:
 
 
 class _GreenletLock:
-    """An asyncio.Lock usable from sync code in a greenlet (created at first use, so on
-    the loop that uses it)."""
+    """A lock for sync code in a greenlet, on whatever event loop runs it: a thread
+    lock taken without blocking the loop (tried, then awaited for a moment between
+    tries). An asyncio.Lock would belong to the first loop that waits on it, and an
+    async ledger is shared by loops in several threads and by loops made one after
+    another (``asyncio.run`` per task): a lock bound to one of them fails in the
+    others. It guards short, rare sections (a ledger's first-use checks)."""
 
     def __init__(self) -> None:
-        self._lock: asyncio.Lock | None = None
+        self._lock = threading.Lock()
 
     def __enter__(self) -> object:
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        return await_(self._lock.acquire())
+        while not self._lock.acquire(blocking=False):
+            await_(asyncio.sleep(LOCK_POLL_S))
+        return True
 
     def __exit__(self, *_: object) -> None:
-        assert self._lock is not None
         self._lock.release()
+
+
+LOCK_POLL_S = 0.002
+"""How long a greenlet waiting for a ``_GreenletLock`` sleeps between tries."""
 
 
 class _Greenlet:

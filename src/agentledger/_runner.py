@@ -21,7 +21,9 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import itertools
+import os
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
@@ -40,6 +42,7 @@ from ._retry import (
 )
 from ._translate import translated, translated_commit
 from .engine import (
+    Engines,
     MemoryDatabase,
     check_borrowed_sqlite,
     is_read_only,
@@ -72,7 +75,7 @@ class LedgerRunner:
 
     def __init__(
         self,
-        engine: Engine,
+        engines: Engines,
         settings: Settings,
         *,
         owns_engine: bool,
@@ -81,7 +84,7 @@ class LedgerRunner:
         session_factory: SessionFactory,
         driver_sql: bool,
     ) -> None:
-        self.engine = engine
+        self._engines = engines
         self.settings = settings
         """The configuration every transaction of this ledger shares."""
         self.waits = waits
@@ -96,10 +99,13 @@ class LedgerRunner:
         self._session_factory = session_factory
         self._ready_lock = waits.lock()
         self._read_options: dict[str, Any] = {}
-        self._bind = self._binds()
-        reason = _driver.unavailable(engine, owns_engine=owns_engine, schema=settings.schema)
+        self._binds_of: weakref.WeakKeyDictionary[Engine, dict[str, Engine]] = (
+            weakref.WeakKeyDictionary()
+        )
+        reason = _driver.unavailable(engines(), owns_engine=owns_engine, schema=settings.schema)
         self.on_driver = driver_sql and reason is None
         """Whether operations marked ``on_driver`` take driver SQL (``_driver``)."""
+        _RUNNERS.add(self)
 
     # -- readiness --------------------------------------------------------------------------
 
@@ -121,7 +127,7 @@ class LedgerRunner:
                 self._prepare(connection)
                 if connection.in_transaction():
                     connection.commit()
-            self._bind = self._binds()
+            self._binds_of.clear()  # made again with the read options just learned
             self.ready = True
 
     def _prepare(self, connection: Connection) -> None:
@@ -141,10 +147,22 @@ class LedgerRunner:
         probe(connection)
         self._read_options = read_only_options(connection)
 
+    @property
+    def engine(self) -> Engine:
+        """The engine a transaction begun now runs on (an async ledger's: the running
+        event loop's, ``engine.loops``)."""
+        return self._engines()
+
     def _binds(self) -> dict[str, Engine]:
         """The engine with the options of owned write, read and snapshot transactions."""
-        options = self.settings.execution_options
         engine = self.engine
+        found = self._binds_of.get(engine)
+        if found is None:
+            found = self._binds_of[engine] = self._binds_for(engine)
+        return found
+
+    def _binds_for(self, engine: Engine) -> dict[str, Engine]:
+        options = self.settings.execution_options
         return {
             "write": engine.execution_options(**options(writes=True)),
             "read": engine.execution_options(**options(writes=False), **self._read_options),
@@ -177,7 +195,7 @@ class LedgerRunner:
         make_session = session_factory or self._session_factory
         options: dict[str, Any] = {"expire_on_commit": False, "autoflush": False}
         if join is None:
-            bind = self._bind["write" if writes else "snapshot" if snapshot else "read"]
+            bind = self._binds()["write" if writes else "snapshot" if snapshot else "read"]
             session = make_session(bind=bind, **options)
             return Work(session, self.settings, writes=writes, joined=False, snapshot=snapshot)
         if isinstance(join, Session):
@@ -261,14 +279,13 @@ class LedgerRunner:
         SQLAlchemy's transport translates them. (A snapshot read is one statement on
         driver SQL, which sees one snapshot.)"""
         url = self.settings.url
-        autocommit = _driver.driver_one_statement(
-            self.engine.dialect, self._read_options, writes=writes
-        )
+        engine = self.engine
+        autocommit = _driver.driver_one_statement(engine.dialect, self._read_options, writes=writes)
         driver: _driver.DriverConnection | None = None
         work: Work | None = None
         try:
             with _driver.transaction(
-                self.engine, writes=writes, autocommit=autocommit, url=url
+                engine, writes=writes, autocommit=autocommit, url=url
             ) as driver:
                 work = Work(None, self.settings, writes=writes, joined=False, executor=driver)
                 work.one_operation = work.active = True
@@ -309,10 +326,28 @@ class LedgerRunner:
         if self.closed:
             return
         self.closed = True
-        if self.owns_engine:
-            self.engine.dispose()
+        self._engines.dispose()
         if self.memory is not None:
             self.memory.close()
+
+    def forget_connections(self) -> None:
+        """In a child after ``os.fork()``: let go of the parent's pooled connections
+        without closing them (the parent still uses them); the child opens its own."""
+        self._engines.forget_connections()
+
+
+_RUNNERS: weakref.WeakSet[LedgerRunner] = weakref.WeakSet()
+
+
+def _forget_connections_in_child() -> None:
+    """A child process must not use its parent's connections: two processes on one
+    connection interleave their statements and transactions (a pre-fork server that
+    built its ledger before forking workers)."""
+    for runner in list(_RUNNERS):
+        runner.forget_connections()
+
+
+os.register_at_fork(after_in_child=_forget_connections_in_child)
 
 
 # Which ledgers have a unit of work open, and for which task or thread: a ledger-level

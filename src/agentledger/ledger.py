@@ -46,7 +46,9 @@ from ._runner import LedgerRunner, marked_open, refuse_if_open
 from .clock import Clock, system_clock
 from .engine import (
     DEFAULT_LOCK_TIMEOUT_S,
+    EnginePerLoop,
     MemoryDatabase,
+    OneEngine,
     check_supported,
     configure_timeouts,
     create_async_engine_for,
@@ -139,7 +141,7 @@ class Ledger:
             owns_engine = False
         self._setup(
             LedgerRunner(
-                engine,
+                OneEngine(engine, owned=owns_engine),
                 _settings(engine, schema, clock, limits),
                 owns_engine=owns_engine,
                 memory=_memory,
@@ -309,9 +311,15 @@ class AsyncLedger:
                 path="engine",
             )
         twin = None
+        make: Callable[[], AsyncEngine] | None = None
         if engine is None:
-            self._engine = create_async_engine_for(url)
-            configure_timeouts(self._engine.sync_engine, **timeouts)
+
+            def make() -> AsyncEngine:
+                made = create_async_engine_for(url)
+                configure_timeouts(made.sync_engine, **timeouts)
+                return made
+
+            self._engine = make()
             twin = None if _memory is not None else create_sqlite_twin(self._engine)
             if twin is not None:
                 configure_timeouts(twin, **timeouts)
@@ -321,7 +329,7 @@ class AsyncLedger:
         settings = _settings(self._engine.sync_engine, schema, clock, limits)
         proxied = Ledger._on_runner(
             LedgerRunner(
-                self._engine.sync_engine,
+                EnginePerLoop(self._engine, make=make),
                 settings,
                 owns_engine=engine is None,
                 memory=_memory,
@@ -341,7 +349,7 @@ class AsyncLedger:
         if twin is not None:
             calls = self._twin = Ledger._on_runner(
                 LedgerRunner(
-                    twin,
+                    OneEngine(twin, owned=True),
                     settings,
                     owns_engine=True,
                     memory=None,

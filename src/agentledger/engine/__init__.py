@@ -8,6 +8,8 @@ This package is the engine set-up home of dialect differences, one concern a mod
 - ``sqlite``: SQLite's connection set-up and BEGIN IMMEDIATE, borrowed engines, the
   async ledger's sync twin, the migration connection, memdb databases.
 - ``pool``: reset on return, the idle ping, timeouts, pgbouncer and aiomysql settings.
+- ``loops``: an async ledger's engine per running event loop (connections that belong
+  to one loop), a sync ledger's one engine.
 - ``transactions``: the execution options a ledger marks its transactions with, the
   read policy, ``brief_transaction``.
 
@@ -26,6 +28,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from .._translate import missing_driver_as
+from .loops import EnginePerLoop, Engines, OneEngine
 from .pool import (
     DEFAULT_LOCK_TIMEOUT_S,
     IDLE_PING_S,
@@ -76,7 +79,10 @@ __all__ = [
     "SQLITE_BUSY_TIMEOUT_MS",
     "URL_ENV",
     "WRITE_OPTION",
+    "EnginePerLoop",
+    "Engines",
     "MemoryDatabase",
+    "OneEngine",
     "brief_transaction",
     "check_borrowed_sqlite",
     "check_supported",

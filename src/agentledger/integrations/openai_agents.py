@@ -17,17 +17,16 @@ lock upgrade.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import re
-import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Final, Literal, cast, get_args
 
 from agents.items import ModelResponse, TResponseInputItem
 from agents.lifecycle import RunHooks
+from agents.memory.session import _CompactionSnapshot
 from agents.memory.session_settings import (
     SessionSettings,
     coerce_session_settings,
@@ -38,7 +37,6 @@ from agents.run_context import RunContextWrapper
 from agents.tool import Tool
 from agents.tool_context import ToolContext
 from agents.usage import Usage
-from sqlalchemy import Engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .._checks import text_problem
@@ -56,10 +54,6 @@ CLEAR_RETRIES = 10
 """How often ``clear_session`` re-reads and tries again when other writers keep
 changing the session (each try is one optimistic ``messages.replace``)."""
 _ROLE_LENGTH = 255
-_ENGINE_LOOPS: weakref.WeakKeyDictionary[Engine, asyncio.AbstractEventLoop] = (
-    weakref.WeakKeyDictionary()
-)
-"""The event loop each engine's pooled connections were last made on by a session."""
 _DIGEST_LENGTH = 16
 _ID_LENGTH = MAX_ROW_KEY_LENGTH - _DIGEST_LENGTH - 1
 
@@ -317,6 +311,79 @@ class LedgerSession:
         cleared = await ledger.run(clear, retries=CLEAR_RETRIES)
         self._seen, self._saw_none = cleared, cleared is None
 
+    # -- the SDK's compaction hooks (OpenAIResponsesCompactionSession looks for them) ---
+
+    async def _atomic_replace_items(self, items: list[TResponseInputItem]) -> bool:
+        """Replace the whole history with ``items`` in one transaction: a reader sees
+        the old history or the new one, never the gap a clear-then-add leaves (the
+        SDK's hook for a compaction of the whole history). Like the SDK's own stores it
+        does not check which history was compacted: ``_get_compaction_snapshot``'s
+        replacement does."""
+        batch = messages_of(items, call_key=new_id(system_clock()))
+        ledger = await self._ready()
+
+        async def swap(uow: AsyncUnitOfWork) -> SessionRecord:
+            return await uow.messages.replace(await self._session_in(uow), batch)
+
+        try:
+            written = await ledger.run(swap, retries=CLEAR_RETRIES)
+        except ValidationError as error:
+            raise _in_items_terms(error) from error
+        self._id, self._seen, self._saw_none = written.id, written, False
+        return True
+
+    async def _get_compaction_snapshot(
+        self,
+        limit: int,
+        *,
+        prune_prefix: Callable[[TResponseInputItem], bool] | None = None,
+    ) -> _CompactionSnapshot | None:
+        """The newest ``limit`` items as one snapshot, with the SDK's atomic suffix
+        replacement: ``replace_suffix(start, output)`` swaps the snapshot's items from
+        ``start`` on for ``output`` in one transaction, only while they are still the
+        newest (a writer's item added since survives: the replacement is skipped and
+        says so, returning False). ``prune_prefix`` (the SDK's encrypted session: its
+        expired items) drops the oldest items it accepts, up to the first it does not,
+        in the same transaction."""
+        ledger = await self._ready()
+        id = await self._stored_id(ledger)
+        if id is None:
+            return _CompactionSnapshot(items=[], complete=True, replace_suffix=_nothing_to_replace)
+        conversation = await ledger.messages.conversation(id, last=limit + 1)
+        complete = len(conversation.messages) <= limit
+        rows = conversation.messages[-limit:] if limit else []
+
+        async def replace_suffix(start: int, output: list[TResponseInputItem]) -> bool:
+            expected = rows[start:]
+            if not expected:
+                return False
+            batch = messages_of(output, call_key=new_id(system_clock()))
+
+            async def replace(uow: AsyncUnitOfWork) -> SessionRecord | None:
+                record = await uow.sessions.get_or_none(id)
+                newest = await uow.messages.last(id, len(expected)) if record else []
+                if record is None or [m.seq for m in newest] != [m.seq for m in expected]:
+                    return None  # changed since the snapshot: leave it as it is
+                before = await _pruned_prefix(uow, id, expected[0].seq, prune_prefix)
+                if before is not None:
+                    return await uow.messages.replace(record, [*before, *batch])
+                popped = await uow.messages.pop(record, len(expected))
+                if not batch:
+                    return popped.session
+                return (await uow.messages.append(popped.session, batch)).session
+
+            try:
+                written = await ledger.run(replace, retries=CLEAR_RETRIES)
+            except ValidationError as error:
+                raise _in_items_terms(error) from error
+            if written is None:
+                return False
+            self._id, self._seen, self._saw_none = written.id, written, False
+            return True
+
+        items = [item_of(message) for message in rows]
+        return _CompactionSnapshot(items=items, complete=complete, replace_suffix=replace_suffix)
+
     async def close(self) -> None:
         """Close the ledger if this session made it (``from_url``, ``engine=``); a
         borrowed ledger stays open. A closed session refuses every call."""
@@ -324,26 +391,12 @@ class LedgerSession:
             return
         self._closed = True
         if self._owns_ledger:
-            await self._forget_other_loops()
             await self._ledger.close()
 
     async def _ready(self) -> AsyncLedger:
         if self._closed:
             raise UsageError(f"LedgerSession {self.session_id!r} is closed")
-        await self._forget_other_loops()
         return self._ledger
-
-    async def _forget_other_loops(self) -> None:
-        """Drop pooled connections made on an earlier event loop (``Runner.run_sync`` after
-        an ``asyncio.run``, say): a driver's connection belongs to the loop it was made on
-        and fails on any other. They are let go, not closed: their loop may be gone. The
-        loop is noted per engine, so every session on a shared ledger sees the change."""
-        loop = asyncio.get_running_loop()
-        engine = self._ledger.engine
-        last = _ENGINE_LOOPS.get(engine.sync_engine)
-        if last is not None and last is not loop:
-            await engine.dispose(close=False)
-        _ENGINE_LOOPS[engine.sync_engine] = loop
 
     async def _stored_id(self, ledger: AsyncLedger) -> str | None:
         if self._id is None:
@@ -374,6 +427,31 @@ class LedgerSession:
                 reason="exists",
                 id=session.id,
             )
+
+
+async def _nothing_to_replace(start: int, output: list[TResponseInputItem]) -> bool:
+    """The suffix replacement of an empty snapshot: there is nothing to replace."""
+    return False
+
+
+async def _pruned_prefix(
+    uow: AsyncUnitOfWork,
+    id: str,
+    below: int,
+    prune: Callable[[TResponseInputItem], bool] | None,
+) -> list[Message] | None:
+    """The messages before seq ``below`` that stay once ``prune`` dropped the oldest
+    it accepts (up to the first it does not), to be stored again as they are; None
+    when it drops nothing (the prefix stays where it is)."""
+    if prune is None:
+        return None
+    prefix = [m for m in await uow.messages.all(id) if m.seq < below]
+    dropped = 0
+    for message in prefix:
+        if not prune(item_of(message)):
+            break
+        dropped += 1
+    return prefix[dropped:] if dropped else None
 
 
 def _unseen(id: str) -> ConflictError:
