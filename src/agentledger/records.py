@@ -180,8 +180,8 @@ class SessionSummary(Record):
     """A listing row: what a person needs to recognise a session, without its content.
 
     ``title`` is the session's title, or its opening user message when it has none.
-    ``external_key`` and ``state`` are filled only when the listing asked for them
-    (``include=``), and are None otherwise.
+    ``external_key``, ``state`` and ``last_message_at`` are filled only when the listing
+    asked for them (``include=``), and are None otherwise.
     """
 
     id: str
@@ -199,6 +199,8 @@ class SessionSummary(Record):
     updated_at: datetime
     external_key: str | None = None
     state: dict[str, Any] | None = None
+    last_message_at: datetime | None = None
+    """The newest message's ``created_at`` (None: no message, or not included)."""
 
 
 class NewMessage(Record):

@@ -114,6 +114,19 @@ def _time(timestamp: float) -> datetime:
     return datetime.fromtimestamp(timestamp, UTC)
 
 
+def _last_update_time(updated_at: datetime, last_event_at: datetime | None) -> float:
+    """ADK's ``last_update_time``: the timestamp of the session's newest event, as
+    ``DatabaseSessionService`` stores it (an event carries its own time); the storage
+    time of a session with no event. (Stale writers are caught by the revision marker,
+    not by this time.)"""
+    return (last_event_at or updated_at).timestamp()
+
+
+def _ends_with_newest(messages: list[Message], record: SessionRecord) -> bool:
+    """Whether the messages read end with the session's newest (its last seq)."""
+    return bool(messages) and messages[-1].seq == record.message_seq
+
+
 def _event_of(message: Message) -> Event:
     data = dict(message.metadata)
     if message.content is not None:
@@ -203,12 +216,16 @@ class LedgerSessionService(BaseSessionService):
     async def _find(
         uow: AsyncUnitOfWork, app_name: str, user_id: str, session_id: str
     ) -> SessionRecord | None:
-        record = await uow.sessions.get_by_key_or_none(
-            session_id, app_name=app_name, user_id=user_id
-        )
-        if record is None or framework_of(record.id) != "adk":
-            return None
-        return record
+        """The ADK session ``session_id``: surrounding whitespace stripped, as ADK's own
+        services strip it, unless a session was stored under the padded id itself (by
+        a version that kept it, as ADK's SQLite service reads ``DatabaseSessionService``'s)."""
+        stripped = session_id.strip() if session_id else session_id
+        keys: list[str] = [session_id] if stripped == session_id else [session_id, stripped]
+        for key in keys:
+            record = await uow.sessions.get_by_key_or_none(key, app_name=app_name, user_id=user_id)
+            if record is not None and framework_of(record.id) == "adk":
+                return record
+        return None
 
     def _session_of(
         self,
@@ -216,6 +233,7 @@ class LedgerSessionService(BaseSessionService):
         app: AppState,
         user: UserState,
         events: list[Event] | None = None,
+        last_event_at: datetime | None = None,
     ) -> Session:
         assert record.app_name is not None and record.user_id is not None
         assert record.external_key is not None
@@ -225,7 +243,7 @@ class LedgerSessionService(BaseSessionService):
             user_id=record.user_id,
             state=_merged(record.state, app.state, user.state),
             events=events or [],
-            last_update_time=record.updated_at.timestamp(),
+            last_update_time=_last_update_time(record.updated_at, last_event_at),
         )
         session._storage_update_marker = _marker(record)
         self._remember(record)
@@ -239,16 +257,17 @@ class LedgerSessionService(BaseSessionService):
         state: dict[str, Any] | None = None,
         session_id: str | None = None,
     ) -> Session:
-        """A new session (``session_id``, else a generated uuid) with ``state``: its
-        ``app:`` and ``user:`` keys are merged into the app's and user's state, in the
-        same transaction.
+        """A new session (``session_id`` without surrounding whitespace, as ADK's own
+        services store it; else a generated uuid) with ``state``: its ``app:`` and
+        ``user:`` keys are merged into the app's and user's state, in the same
+        transaction.
 
         Raises:
             AlreadyExistsError: the user already has a session ``session_id`` in the app.
             agentledger.ValidationError: state that is not JSON, an app name or user id
                 that is not 1 to 255 characters, an id that is not 1 to 1,024.
         """
-        key = session_id or platform_uuid.new_uuid()
+        key = (session_id.strip() if session_id else None) or platform_uuid.new_uuid()
         own, app_delta, user_delta = _scoped(state)
 
         async def create(uow: AsyncUnitOfWork) -> Session:
@@ -295,9 +314,14 @@ class LedgerSessionService(BaseSessionService):
             if record is None:
                 return None
             messages = await self._messages(uow, record.id, config or GetSessionConfig())
+            newest = messages[-1:] if _ends_with_newest(messages, record) else None
+            if newest is None and record.message_count:
+                newest = await uow.messages.last(record.id, 1)
             app = await uow.app_state.get(app_name)
             user = await uow.user_state.get(app_name, user_id)
-        return self._session_of(record, app, user, [_event_of(m) for m in messages])
+        events = [_event_of(m) for m in messages]
+        last_event_at = newest[0].created_at if newest else None
+        return self._session_of(record, app, user, events, last_event_at)
 
     @staticmethod
     async def _messages(uow: AsyncUnitOfWork, id: str, config: GetSessionConfig) -> list[Message]:
@@ -324,7 +348,7 @@ class LedgerSessionService(BaseSessionService):
                     user_id=user_id,
                     limit=_PAGE,
                     cursor=cursor,
-                    include=["external_key", "state"],
+                    include=["external_key", "state", "last_message_at"],
                 )
                 records.extend(s for s in page.items if framework_of(s.id) == "adk")
                 cursor = page.next_cursor
@@ -341,7 +365,7 @@ class LedgerSessionService(BaseSessionService):
                 app_name=app_name,
                 user_id=summary.user_id,
                 state=_merged(summary.state or {}, app.state, users[summary.user_id]),
-                last_update_time=summary.updated_at.timestamp(),
+                last_update_time=_last_update_time(summary.updated_at, summary.last_message_at),
             )
             for summary in records
         ]
@@ -423,7 +447,8 @@ class LedgerSessionService(BaseSessionService):
         self._apply_temp_state(session, event)
         event = self._trim_temp_delta_state(event)
         self._commit_event_to_session(session, event)
-        session.last_update_time = appended.session.updated_at.timestamp()
+        (stored,) = appended.messages
+        session.last_update_time = _last_update_time(appended.session.updated_at, stored.created_at)
         session._storage_update_marker = _marker(appended.session)
         return event
 

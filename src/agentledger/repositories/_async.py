@@ -232,7 +232,9 @@ class AsyncSessionRepository:
         """Sessions, most recently updated first (id breaks ties), one page at a time.
 
         ``include`` adds columns to each row in the same query: ``"external_key"``,
-        ``"state"`` (the session state; off by default to keep listings lean).
+        ``"state"`` (the session state; off by default to keep listings lean),
+        ``"last_message_at"`` (the newest message's time, the caller's own where it
+        gave one: a framework's last event).
         ``id_prefix`` keeps the ids that start with it (a framework's sessions:
         ``integrations.framework_id_prefix``); ``search`` keeps the sessions whose title
         or opening user message contains it, ignoring case. Both are conditions on the

@@ -31,7 +31,7 @@ from .._checks import bounded_int
 from .._dialects import capabilities
 from .._json import decode_json
 from ..errors import ConflictError, CorruptRecordError, NotFoundError
-from ..models import AgentSession
+from ..models import AgentMessage, AgentSession
 from ..models.types import json_text
 from ..records import RunSummary, SessionRecord, SessionSelection, SessionSummary, from_stored
 from ._statements import returns_from_update
@@ -68,9 +68,18 @@ SUMMARY_COLUMNS = (
     SESSIONS.c.updated_at,
 )
 """The columns of a listing row (``SessionSummary``)."""
+_MESSAGES = cast(Table, AgentMessage.__table__)
 SUMMARY_EXTRAS = {
     "external_key": SESSIONS.c.external_key,
     "state": json_text(SESSIONS.c.state).label("state"),
+    # The newest message's own time, by seq (its primary key's order: one index probe).
+    "last_message_at": select(_MESSAGES.c.created_at)
+    .where(_MESSAGES.c.session_id == SESSIONS.c.id)
+    .order_by(_MESSAGES.c.seq.desc())
+    .limit(1)
+    .correlate(SESSIONS)
+    .scalar_subquery()
+    .label("last_message_at"),
 }
 """What a listing can include on request (``include=``), after ``SUMMARY_COLUMNS``."""
 _COUNTS = ("message_count", "step_count", "input_tokens", "output_tokens", "total_tokens")
@@ -196,6 +205,7 @@ def summary_of(row: Sequence[Any], include: Sequence[str] = ()) -> SessionSummar
         "updated_at": updated_at,
         "external_key": extras.get("external_key"),
         "state": state,
+        "last_message_at": extras.get("last_message_at"),
     }
     return from_stored(SessionSummary, values)
 

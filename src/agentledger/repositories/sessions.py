@@ -69,7 +69,7 @@ MAX_PAGE_SIZE = 1000
 MAX_BULK = 10_000
 """The most sessions one bulk operation (``stale``, ``with_checkpoints``) returns."""
 OVERVIEW_MAX = 10_000
-Included = Literal["external_key", "state"]
+Included = Literal["external_key", "state", "last_message_at"]
 """What a listing can include besides the summary columns (``list(include=...)``)."""
 
 
@@ -434,7 +434,9 @@ class SessionRepository(Repository):
         """Sessions, most recently updated first (id breaks ties), one page at a time.
 
         ``include`` adds columns to each row in the same query: ``"external_key"``,
-        ``"state"`` (the session state; off by default to keep listings lean).
+        ``"state"`` (the session state; off by default to keep listings lean),
+        ``"last_message_at"`` (the newest message's time, the caller's own where it
+        gave one: a framework's last event).
         ``id_prefix`` keeps the ids that start with it (a framework's sessions:
         ``integrations.framework_id_prefix``); ``search`` keeps the sessions whose title
         or opening user message contains it, ignoring case. Both are conditions on the

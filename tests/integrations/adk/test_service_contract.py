@@ -22,7 +22,7 @@ from google.adk.sessions.session import Session
 from google.genai import types
 
 from agentledger import AsyncLedger, ValidationError
-from agentledger.integrations import framework_of
+from agentledger.integrations import framework_of, new_session_id
 from agentledger.integrations.adk import LedgerSessionService
 from agentledger.testing import tier
 
@@ -235,6 +235,104 @@ async def test_events_with_tied_timestamps_keep_their_append_order(
     assert texts(await reread(service, session, after_timestamp=T0, num_recent_events=1)) == [
         "third"
     ]
+
+
+# -- last_update_time: the newest event's own time ------------------------------------------
+
+
+async def test_last_update_time_follows_the_appended_event_s_timestamp(
+    service: LedgerSessionService,
+) -> None:
+    # ADK's own test_session_last_update_time_updates_on_event.
+    session = await created(service)
+    original = session.last_update_time
+    await service.append_event(session, event(at=original + 10))
+    assert session.last_update_time == pytest.approx(original + 10, abs=1e-6)
+    found = await reread(service, session)
+    assert found.last_update_time == pytest.approx(original + 10, abs=1e-6)
+    assert found.last_update_time > original
+
+
+async def test_last_update_time_is_the_newest_event_s_whatever_events_a_read_returns(
+    service: LedgerSessionService,
+) -> None:
+    session = await created(service)
+    for i in range(3):
+        await service.append_event(session, event(f"m{i}", at=T0 + i))
+    for config in ({"num_recent_events": 0}, {"after_timestamp": T0 + 5}, {}):
+        found = await reread(service, session, **config)
+        assert found.last_update_time == pytest.approx(T0 + 2, abs=1e-6)
+
+
+async def test_a_session_without_events_was_last_updated_when_it_was_created(
+    service: LedgerSessionService,
+) -> None:
+    before = datetime.now(UTC).timestamp()
+    session = await created(service)
+    assert before - 1 <= session.last_update_time <= datetime.now(UTC).timestamp() + 1
+    assert (await reread(service, session)).last_update_time == session.last_update_time
+
+
+async def test_listed_sessions_carry_their_newest_event_s_time(
+    service: LedgerSessionService,
+) -> None:
+    first = await created(service, session_id="s1")
+    await service.append_event(first, event(at=T0 + 7))
+    empty = await created(service, session_id="s2")
+    listed = {s.id: s for s in (await service.list_sessions(app_name=APP, user_id=USER)).sessions}
+    assert listed["s1"].last_update_time == pytest.approx(T0 + 7, abs=1e-6)
+    assert listed["s2"].last_update_time == pytest.approx(empty.last_update_time, abs=1e-6)
+
+
+async def test_a_writer_whose_session_is_stale_is_refused_whatever_its_events_times(
+    service: LedgerSessionService,
+) -> None:
+    # The revision, not the time, tells a stale writer: an event timed in the past by a
+    # fresh writer is taken, and a stale writer's event timed after every other refused.
+    session = await created(service, session_id="t")
+    other = await reread(service, session)
+    await service.append_event(session, event("fresh", at=T0 - 100))
+    with pytest.raises(StaleSessionError):
+        await service.append_event(other, event("stale", at=T0 + 100))
+    assert texts(await reread(service, session)) == ["fresh"]
+
+
+# -- session ids: surrounding whitespace, as ADK's own services treat it ---------------------
+
+
+async def test_a_padded_session_id_is_stored_stripped(service: LedgerSessionService) -> None:
+    session = await created(service, session_id="  padded  ")
+    assert session.id == "padded"
+    found = await service.get_session(app_name=APP, user_id=USER, session_id="padded")
+    assert found is not None and found.id == "padded"
+
+
+async def test_a_padded_id_finds_and_deletes_the_stripped_session(
+    service: LedgerSessionService,
+) -> None:
+    await created(service, session_id="padded")
+    found = await service.get_session(app_name=APP, user_id=USER, session_id="\tpadded ")
+    assert found is not None and found.id == "padded"
+    with pytest.raises(AlreadyExistsError):
+        await created(service, session_id=" padded")
+    await service.delete_session(app_name=APP, user_id=USER, session_id=" padded ")
+    assert await service.get_session(app_name=APP, user_id=USER, session_id="padded") is None
+
+
+async def test_a_session_stored_under_its_padded_id_earlier_is_still_found_by_it(
+    service: LedgerSessionService,
+) -> None:
+    # Stored verbatim by a version that kept the padding (as DatabaseSessionService does).
+    await service.ledger.sessions.create(
+        new_session_id("adk", datetime.now(UTC)), app_name=APP, user_id=USER, external_key=" old "
+    )
+    found = await service.get_session(app_name=APP, user_id=USER, session_id=" old ")
+    assert found is not None and found.id == " old "
+
+
+async def test_a_blank_session_id_gets_a_generated_one(service: LedgerSessionService) -> None:
+    session = await created(service, session_id="   ")
+    assert session.id.strip() == session.id and len(session.id) > 8
 
 
 # -- list_sessions ----------------------------------------------------------------------
