@@ -195,22 +195,6 @@ def step_of(row: Row[Any]) -> Step:
     )
 
 
-_ROW_FIELDS = (
-    "session_id",
-    "seq",
-    "step_index",
-    "kind",
-    "run_id",
-    "name",
-    "model",
-    "input",
-    "output",
-    "tool_calls",
-    "started_at",
-    "ended_at",
-    "error",
-    "external_key",
-)
 _STEP_FIELDS = (
     "session_id",
     "seq",
@@ -223,6 +207,7 @@ _STEP_FIELDS = (
     "output",
     "tool_calls",
 )
+_ROW_FIELDS = (*_STEP_FIELDS, "started_at", "ended_at", "error", "external_key")
 
 
 class StepRepository(Repository):
