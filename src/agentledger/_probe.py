@@ -11,6 +11,7 @@ tables (a first read never waits for a writer) and leaves nothing behind.
 from __future__ import annotations
 
 import json
+import logging
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -33,6 +34,7 @@ from ._translate import translated
 from .errors import DatabaseError, PermissionDeniedError
 from .models.types import JSONDocument, UTCDateTime, json_text
 
+logger = logging.getLogger("agentledger.probe")
 _PROBE = Table(
     "agentledger_probe",
     MetaData(),
@@ -71,7 +73,17 @@ def probe(connection: Connection) -> None:
         with translated(connection.engine.url):
             connection.execute(CreateTable(_PROBE))
             _check(connection)
+        logger.debug(
+            "the capability probe passed on %s (%s)",
+            connection.engine.url.render_as_string(hide_password=True),
+            connection.dialect.driver,
+        )
     except PermissionDeniedError:
+        logger.warning(
+            "skipped the capability probe on %s: this user may not create a temporary "
+            "table, so update counts are taken on trust",
+            connection.engine.url.render_as_string(hide_password=True),
+        )
         return
     finally:
         transaction.rollback()

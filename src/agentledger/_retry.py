@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Callable
 from typing import TypeVar
@@ -18,6 +19,8 @@ from .errors import (
 
 R = TypeVar("R")
 TRANSIENT_RETRIES = 3
+logger = logging.getLogger("agentledger.retry")
+"""Each retry is a warning here: what was retried, which attempt comes, and why."""
 
 BASE_DELAY_S = 0.01
 MAX_DELAY_S = 1.0
@@ -77,9 +80,11 @@ def retrying(
     retries: int,
     retry_on: Callable[[BaseException], bool],
     sleep: Callable[[float], None],
+    what: str = "a call",
 ) -> R:
     """Call ``fn``; after an error ``retry_on`` accepts, wait (``sleep``: the caller's
-    way of waiting, blocking or awaited) and call it again, up to ``retries`` times."""
+    way of waiting, blocking or awaited) and call it again, up to ``retries`` times.
+    ``what`` names the call in the warning each retry logs."""
     bounded_int(retries, "retries")
     failed = 0
     while True:
@@ -88,6 +93,16 @@ def retrying(
         except Exception as error:
             if failed >= retries or not retry_on(error):
                 raise
-        # Drawn only after a failure: most calls succeed at once.
-        sleep(backoff_delay(failed))
+            # Drawn only after a failure: most calls succeed at once.
+            delay = backoff_delay(failed)
+            logger.warning(
+                "retrying %s (attempt %d of %d) in %.3f s after %s: %s",
+                what,
+                failed + 2,
+                retries + 1,
+                delay,
+                type(error).__name__,
+                error,
+            )
+        sleep(delay)
         failed += 1

@@ -258,6 +258,7 @@ class LedgerRunner:
             retries=TRANSIENT_RETRIES,
             retry_on=lambda error: lost_before_commit(error) or replayable(error),
             sleep=self.waits.sleep,
+            what=call.__qualname__,
         )
 
     @contextmanager

@@ -260,7 +260,13 @@ class Ledger:
             with self.unit_of_work() as uow:
                 return fn(uow)
 
-        return retrying(attempt, retries=retries, retry_on=should_retry, sleep=self._waits.sleep)
+        return retrying(
+            attempt,
+            retries=retries,
+            retry_on=should_retry,
+            sleep=self._waits.sleep,
+            what=f"ledger.run({getattr(fn, '__qualname__', 'fn')})",
+        )
 
 
 class AsyncLedger:

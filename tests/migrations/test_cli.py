@@ -55,6 +55,41 @@ def test_upgrade_creates_the_tables_and_says_where_it_is(
     assert our_table_names(scratch_url) == OUR_TABLES | {VERSION_TABLE}
 
 
+def test_upgrade_says_which_revisions_it_applied_and_then_that_none_were_left(
+    sqlite_file: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["db", "upgrade", "agentledger_0002", "--url", sqlite_file]) == EXIT_OK
+    assert "applied agentledger_0001, agentledger_0002\n" in capsys.readouterr().out
+    assert main(["db", "upgrade", "--url", sqlite_file]) == EXIT_OK
+    pending = [each.revision for each in migrations.history()][2:]
+    assert f"applied {', '.join(pending)}\n" in capsys.readouterr().out
+    assert main(["db", "upgrade", "--url", sqlite_file]) == EXIT_OK
+    assert capsys.readouterr().out.startswith("nothing to apply\n")
+
+
+def test_history_lists_every_shipped_revision_with_its_deploy_kind(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["db", "history"]) == EXIT_OK
+    out = capsys.readouterr().out
+    listed = [line.split()[0] for line in out.splitlines() if not line.startswith(" ")]
+    assert listed == [each.revision for each in migrations.history()]
+    assert f"{HEAD} (head)  EXPAND  " in out
+    assert all(each.deploy in ("EXPAND", "CONTRACT") and each.note for each in migrations.history())
+
+
+def test_an_upgrade_logs_each_revision_it_applies(
+    sqlite_file: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level("INFO", logger="agentledger.migrations"):
+        applied = migrations.upgrade(sqlite_file)
+        again = migrations.upgrade(sqlite_file)
+    assert applied == tuple(each.revision for each in migrations.history()) and again == ()
+    messages = [r.getMessage() for r in caplog.records if r.name == "agentledger.migrations"]
+    assert [m.split()[2] for m in messages[:-1]] == list(applied)
+    assert messages[-1].endswith(f"is at {HEAD}: nothing to apply")
+
+
 def test_check_exits_0_at_head(scratch_url: URL, capsys: pytest.CaptureFixture[str]) -> None:
     migrations.upgrade(scratch_url)
 

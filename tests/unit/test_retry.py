@@ -12,6 +12,8 @@ from agentledger import (
     ConflictError,
     DatabaseLockedError,
     DatabaseUnavailableError,
+    Ledger,
+    UnitOfWork,
     ValidationError,
 )
 from agentledger._retry import (
@@ -170,3 +172,53 @@ def test_a_lock_wait_that_ran_out_is_not_waited_again() -> None:
     with pytest.raises(DatabaseLockedError):
         transient(waited_out)
     assert len(calls) == 1
+
+
+def test_each_retry_logs_a_warning_saying_what_which_attempt_and_why(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    failures = [refused_at_once(), refused_at_once()]
+
+    def flaky() -> str:
+        if failures:
+            raise failures.pop(0)
+        return "done"
+
+    with caplog.at_level("WARNING", logger="agentledger"):
+        assert (
+            retrying(flaky, retries=3, retry_on=is_transient, sleep=lambda _: None, what="x.y")
+            == "done"
+        )
+    lines = [r.getMessage() for r in caplog.records if r.name == "agentledger.retry"]
+    assert [line.split(" in ")[0] for line in lines] == [
+        "retrying x.y (attempt 2 of 4)",
+        "retrying x.y (attempt 3 of 4)",
+    ]
+    assert all("after DatabaseLockedError" in line for line in lines)
+
+
+def test_a_call_that_is_not_retried_logs_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    def refused() -> None:
+        raise ValidationError("bad", path="x")
+
+    with caplog.at_level("DEBUG", logger="agentledger"), pytest.raises(ValidationError):
+        retrying(refused, retries=3, retry_on=is_transient, sleep=lambda _: None)
+    assert caplog.records == []
+
+
+def test_a_retried_unit_of_work_is_named_in_the_warning(caplog: pytest.LogCaptureFixture) -> None:
+    tries: list[int] = []
+
+    def turn(uow: UnitOfWork) -> int:
+        tries.append(1)
+        if len(tries) == 1:
+            raise ConflictError("someone else wrote first", reason="stale")
+        return len(tries)
+
+    with Ledger.in_memory() as ledger, caplog.at_level("WARNING", logger="agentledger"):
+        assert ledger.run(turn) == 2
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "agentledger.retry"]
+    assert line.startswith(
+        "retrying ledger.run(test_a_retried_unit_of_work_is_named_in_the_warning"
+    )
+    assert "after ConflictError: someone else wrote first" in line

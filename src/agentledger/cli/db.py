@@ -1,4 +1,4 @@
-"""``agentledger db ...``: upgrade, downgrade, current, check, sql and stamp, over
+"""``agentledger db ...``: upgrade, downgrade, history, current, check, sql and stamp, over
 ``agentledger.migrations``."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def add_db_group(groups: Groups) -> None:
     upgrade = commands.add_parser("upgrade", help="upgrade the tables (default: to head)")
     add_connection_options(upgrade)
     upgrade.add_argument("revision", nargs="?", default="head", help="target (default: head)")
-    upgrade.set_defaults(handler=partial(_move, migrations.upgrade))
+    upgrade.set_defaults(handler=_upgrade)
 
     downgrade = commands.add_parser(
         "downgrade", help="downgrade the tables to REVISION ('base' drops them all)"
@@ -45,6 +45,15 @@ def add_db_group(groups: Groups) -> None:
     add_connection_options(downgrade)
     downgrade.add_argument("revision", help="target revision, 'base' or a relative '-1'")
     downgrade.set_defaults(handler=partial(_move, migrations.downgrade))
+
+    history = commands.add_parser(
+        "history",
+        help="list the migrations this package ships, oldest first, with their deploy kind",
+        description="EXPAND: safe to apply before the code that needs it is deployed. "
+        "CONTRACT: apply only once every process runs code that no longer needs what "
+        "it removes.",
+    )
+    history.set_defaults(handler=_history)
 
     current = commands.add_parser("current", help="print the revision the database is at")
     add_connection_options(current)
@@ -85,6 +94,25 @@ def _move(move: Callable[..., None], args: argparse.Namespace) -> int:
     url, schema = _lasting(*connection_of(args))
     move(url, args.revision, schema=schema)
     _say_where(url, schema, migrations.current(url, schema=schema))
+    return EXIT_OK
+
+
+def _upgrade(args: argparse.Namespace) -> int:
+    """Upgrade, then say which revisions were applied and where the tables are."""
+    url, schema = _lasting(*connection_of(args))
+    applied = migrations.upgrade(url, args.revision, schema=schema)
+    say(f"applied {', '.join(applied)}" if applied else "nothing to apply")
+    _say_where(url, schema, migrations.current(url, schema=schema))
+    return EXIT_OK
+
+
+def _history(args: argparse.Namespace) -> int:
+    head = migrations.head()
+    for each in migrations.history():
+        mark = " (head)" if each.revision == head else ""
+        say(f"{each.revision}{mark}  {each.deploy}  {each.title}")
+        if each.note:
+            say(f"    {each.note}")
     return EXIT_OK
 
 

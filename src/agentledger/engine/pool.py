@@ -10,6 +10,7 @@ and the fix that lets aiomysql send bytes again.
 
 from __future__ import annotations
 
+import logging
 import math
 import secrets
 import sys
@@ -20,6 +21,8 @@ from sqlalchemy import Engine, event
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, Dialect
 from sqlalchemy.pool import ConnectionPoolEntry, PoolResetState
+
+logger = logging.getLogger("agentledger.engine")
 
 SQLITE_BUSY_TIMEOUT_MS = 15_000
 DEFAULT_LOCK_TIMEOUT_S = SQLITE_BUSY_TIMEOUT_MS / 1000
@@ -173,6 +176,12 @@ def configure_timeouts(
             dbapi_connection.commit()  # PostgreSQL drivers began a transaction for the SETs
 
     event.listen(engine, "connect", on_connect)
+    logger.debug(
+        "each new connection of %s waits %s s for a lock; statements run %s",
+        engine.url.render_as_string(hide_password=True),
+        lock_timeout,
+        "unbounded" if statement_timeout is None else f"up to {statement_timeout} s",
+    )
 
 
 def pgbouncer_engine_options(*, asynchronous: bool) -> dict[str, Any]:

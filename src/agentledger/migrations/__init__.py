@@ -42,12 +42,21 @@ from .compare import include_agentledger_names
 from .environment import run_environment
 from .host import check_host_config, exclude_agentledger_names, exclude_agentledger_objects
 from .locks import SQLITE_OFFLINE_REFUSAL
-from .scripts import SCHEMA_ATTRIBUTE, alembic_config, head, script_location, versions_location
+from .scripts import (
+    SCHEMA_ATTRIBUTE,
+    Revision,
+    alembic_config,
+    head,
+    history,
+    script_location,
+    versions_location,
+)
 from .target import Target
 
 __all__ = [
     "SCHEMA_ATTRIBUTE",
     "SQLITE_OFFLINE_REFUSAL",
+    "Revision",
     "Target",
     "alembic_config",
     "check",
@@ -57,6 +66,7 @@ __all__ = [
     "exclude_agentledger_names",
     "exclude_agentledger_objects",
     "head",
+    "history",
     "include_agentledger_names",
     "run_environment",
     "script_location",

@@ -11,6 +11,7 @@ agentledger's errors. From async code, hand a sync connection over with
 from __future__ import annotations
 
 import io
+import logging
 import threading
 
 from alembic import command
@@ -29,12 +30,33 @@ from .version_table import locate
 # share it. Database-level locks (see locks.migration_lock) serialise processes.
 _process_lock = threading.RLock()
 _SESSIONS = "agentledger_sessions"
+logger = logging.getLogger("agentledger.migrations")
 
 
-def upgrade(target: Target, revision: str = "head", *, schema: str | None = None) -> None:
-    """Upgrade agentledger's tables to ``revision``; a no-op when already there."""
+def upgrade(
+    target: Target, revision: str = "head", *, schema: str | None = None
+) -> tuple[str, ...]:
+    """Upgrade agentledger's tables to ``revision``; a no-op when already there. The
+    revisions it applied, oldest first (logged on ``agentledger.migrations``)."""
     with connected(target) as connection, _process_lock:
+        before = locate(connection, schema).revision
         command.upgrade(alembic_config(schema=schema, connection=connection), revision)
+        after = locate(connection, schema).revision
+    applied = _between(before, after)
+    for each in applied:
+        logger.info("applied migration %s to %s", each, mask(url_of(target)))
+    if not applied:
+        logger.info("%s is at %s: nothing to apply", mask(url_of(target)), after)
+    return applied
+
+
+def _between(before: str | None, after: str | None) -> tuple[str, ...]:
+    """The shipped revisions after ``before`` up to ``after``, oldest first."""
+    order = revision_order()
+    if after is None or after not in order:
+        return ()
+    start = order.index(before) + 1 if before in order else 0
+    return order[start : order.index(after) + 1]
 
 
 def downgrade(target: Target, revision: str, *, schema: str | None = None) -> None:

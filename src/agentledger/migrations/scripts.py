@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -75,6 +76,36 @@ def revision_order() -> tuple[str, ...]:
     """Our revisions, oldest first."""
     script = ScriptDirectory.from_config(alembic_config())
     return tuple(reversed([rev.revision for rev in script.walk_revisions()]))
+
+
+@dataclass(frozen=True)
+class Revision:
+    """One shipped migration, as ``agentledger db history`` lists it."""
+
+    revision: str
+    title: str
+    """The first line of its docstring."""
+    deploy: str
+    """``EXPAND`` (safe before the code that needs it is deployed) or ``CONTRACT``
+    (only after every process runs code that no longer needs what it removes)."""
+    note: str
+    """Why that kind: its ``Deploy:`` paragraph after the word, up to its ``Why:``."""
+
+
+@cache
+def history() -> tuple[Revision, ...]:
+    """Every shipped migration, oldest first, with its deploy kind."""
+    script = ScriptDirectory.from_config(alembic_config())
+    found = []
+    for revision in revision_order():
+        doc = script.get_revision(revision).module.__doc__ or ""
+        title = " ".join(doc.strip().split("\n\n")[0].split()) or revision
+        paragraph = next((p for p in doc.split("\n\n") if p.strip().startswith("Deploy:")), "")
+        words = " ".join(paragraph.split()).removeprefix("Deploy:").strip()
+        deploy, _, note = words.partition(".")
+        note = note.split(" Why:")[0]  # the reasoning behind the kind; the why is the docs'
+        found.append(Revision(revision, title, deploy.strip(), note.strip()))
+    return tuple(found)
 
 
 def is_known(revision: str) -> bool:

@@ -317,10 +317,14 @@ def operation(
     SQLAlchemy when it reaches for what only SQLAlchemy has."""
 
     def decorate(method: Callable[Concatenate[RepoT, P], R]) -> Callable[Concatenate[RepoT, P], R]:
+        name = method.__qualname__
+
         @wraps(method)
         def run(self: RepoT, /, *args: P.args, **kwargs: P.kwargs) -> R:
             def call(work: Work) -> R:
                 return method(self._within(work), *args, **kwargs)
+
+            call.__qualname__ = name  # what a retry's warning names
 
             return self._scope.perform(writes, call, snapshot, on_driver)
 
