@@ -8,6 +8,9 @@ store, which ADK error each failure is.
 from __future__ import annotations
 
 import asyncio
+import os
+import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,6 +22,7 @@ from google.adk.events.event import Event
 from google.adk.events.event_actions import EventActions
 from google.adk.sessions.base_session_service import GetSessionConfig
 from google.adk.sessions.session import Session
+from google.adk.tools.tool_confirmation import ToolConfirmation
 from google.genai import types
 
 from agentledger import AsyncLedger, ValidationError
@@ -614,3 +618,251 @@ async def test_get_user_state_has_the_keys_without_their_prefix(
         "home": "Porto",
         "seat": "window",
     }
+
+
+# -- behaviours ADK's own session service tests hold every backend to -------------------
+# (the inventory of those tests, and where each is checked here: docs/adk-session-tests.md)
+
+
+async def test_get_returns_the_session_create_returned(service: LedgerSessionService) -> None:
+    session = await created(service, state={"k": "v", "app:a": 1, "user:u": 2})
+    assert await reread(service, session) == session
+
+
+async def test_a_new_session_starts_with_the_apps_and_its_users_stored_state(
+    service: LedgerSessionService,
+) -> None:
+    first = await created(service, state={"app:a": 1, "user:u": 1})
+    await service.append_event(first, event(delta={"app:b": 2, "user:v": 2}))
+    assert (await created(service)).state == {"app:a": 1, "app:b": 2, "user:u": 1, "user:v": 2}
+    assert (await created(service, user_id="bob")).state == {"app:a": 1, "app:b": 2}
+
+
+async def test_session_state_stays_in_its_own_session(service: LedgerSessionService) -> None:
+    first = await created(service, state={"own": 1})
+    await service.append_event(first, event(delta={"more": 2}))
+    assert (await created(service)).state == {}
+    assert (await reread(service, first)).state == {"own": 1, "more": 2}
+
+
+SCOPES = pytest.mark.parametrize("scope", ["", "app:", "user:"], ids=["session", "app", "user"])
+
+
+@SCOPES
+async def test_a_dict_valued_delta_replaces_the_stored_value_whole(
+    service: LedgerSessionService, scope: str
+) -> None:
+    key = scope + "profile"
+    session = await created(service, state={key: {"name": "ada", "role": "admin"}})
+    await service.append_event(session, event(delta={key: {"name": "bob"}}))
+    assert session.state[key] == {"name": "bob"}
+    assert (await reread(service, session)).state[key] == {"name": "bob"}
+
+
+@SCOPES
+async def test_a_none_valued_delta_stores_null_and_keeps_the_key(
+    service: LedgerSessionService, scope: str
+) -> None:
+    key = scope + "flag"
+    session = await created(service, state={key: True})
+    await service.append_event(session, event(delta={key: None}))
+    assert key in session.state and session.state[key] is None
+    found = (await reread(service, session)).state
+    assert key in found and found[key] is None
+
+
+async def test_a_delta_leaves_the_other_keys_values_and_types_alone(
+    service: LedgerSessionService,
+) -> None:
+    kept = {"flag": False, "zero": 0, "empty": "", "none": [], "half": 0.5}
+    session = await created(service, state=kept)
+    await service.append_event(session, event(delta={"new_flag": True}))
+    found = (await reread(service, session)).state
+    assert found == {**kept, "new_flag": True}
+    assert [type(found[k]) for k in kept] == [bool, int, str, list, float]
+
+
+async def test_temp_keys_are_trimmed_from_the_event_object_the_caller_passed(
+    service: LedgerSessionService,
+) -> None:
+    session = await created(service)
+    passed = event(delta={"temp:output": "from agent one", "kept": 1})
+    await service.append_event(session, passed)
+    assert passed.actions.state_delta == {"kept": 1}
+    assert session.state["temp:output"] == "from agent one"
+
+
+async def test_an_event_carrying_bytes_reads_back_byte_for_byte(
+    service: LedgerSessionService,
+) -> None:
+    session = await created(service)
+    image = types.Part.from_bytes(data=b"\x89PNG\r\n\x00\xff", mime_type="image/png")
+    content = types.Content(role="user", parts=[image])
+    grounding = types.GroundingMetadata(
+        search_entry_point=types.SearchEntryPoint(sdk_blob=b"\x00\x01blob\xfe")
+    )
+    await service.append_event(
+        session,
+        Event(author="user", invocation_id="inv-1", content=content, grounding_metadata=grounding),
+    )
+    (found,) = (await reread(service, session)).events
+    assert found.content == content and found.grounding_metadata == grounding
+
+
+async def test_an_event_with_every_field_set_reads_back_equal(
+    service: LedgerSessionService,
+) -> None:
+    session = await created(service)
+    full = Event(
+        author="planner",
+        invocation_id="inv-9",
+        branch="root.planner",
+        content=types.Content(role="model", parts=[types.Part(text="done")]),
+        turn_complete=True,
+        partial=False,
+        actions=EventActions(
+            artifact_delta={"report.pdf": 2},
+            transfer_to_agent="booker",
+            escalate=True,
+            skip_summarization=True,
+        ),
+        long_running_tool_ids={"call-1", "call-2"},
+        error_code="RATE_LIMIT",
+        error_message="try later",
+        interrupted=True,
+        grounding_metadata=types.GroundingMetadata(web_search_queries=["trains to Porto"]),
+        usage_metadata=types.GenerateContentResponseUsageMetadata(
+            prompt_token_count=3, candidates_token_count=4, total_token_count=7
+        ),
+        citation_metadata=types.CitationMetadata(),
+        custom_metadata={"trace": {"span": 12}},
+        timestamp=T0 + 0.123,
+        input_transcription=types.Transcription(text="heard", finished=True),
+        output_transcription=types.Transcription(text="said", finished=True),
+    )
+    await service.append_event(session, full)
+    assert await reread(service, session) == session
+
+
+async def test_requested_tool_confirmations_read_back_as_tool_confirmations(
+    service: LedgerSessionService,
+) -> None:
+    asked = {
+        "call-1": ToolConfirmation(hint="book it?", confirmed=False, payload={"seat": "12A"}),
+        "call-2": ToolConfirmation(hint="pay?", confirmed=True),
+    }
+    session = await created(service)
+    await service.append_event(
+        session,
+        Event(
+            author="booker",
+            invocation_id="inv-1",
+            actions=EventActions(requested_tool_confirmations=asked),
+        ),
+    )
+    (found,) = (await reread(service, session)).events
+    assert found.actions.requested_tool_confirmations == asked
+    assert all(
+        isinstance(c, ToolConfirmation) for c in found.actions.requested_tool_confirmations.values()
+    )
+
+
+@tier("driver")
+async def test_of_two_writers_racing_from_one_read_one_is_taken_and_one_is_stale(
+    service: LedgerSessionService,
+) -> None:
+    session = await created(service)
+    for turn in range(4):
+        current = await reread(service, session)
+        copies = [current.model_copy(deep=True) for _ in range(2)]
+        results = await asyncio.gather(
+            *(
+                service.append_event(copy, event(f"t{turn}w{i}", delta={f"t{turn}": i}))
+                for i, copy in enumerate(copies)
+            ),
+            return_exceptions=True,
+        )
+        assert sorted(type(r).__name__ for r in results) == ["Event", "StaleSessionError"]
+    found = await reread(service, session)
+    assert len(found.events) == 4 and sorted(found.state) == ["t0", "t1", "t2", "t3"]
+
+
+async def test_a_session_whose_update_time_the_caller_changed_is_still_current(
+    service: LedgerSessionService,
+) -> None:
+    session = await created(service)
+    await service.append_event(session, event("one", at=T0))
+    session.last_update_time -= 0.0001  # a float's round trip, say
+    await service.append_event(session, event("two", at=T0 + 1))
+    assert texts(await reread(service, session)) == ["one", "two"]
+
+
+async def test_get_with_after_timestamp_past_every_event_returns_none_of_them(
+    service: LedgerSessionService,
+) -> None:
+    session = await created(service, state={"k": 1})
+    for i in range(3):
+        await service.append_event(session, event(f"m{i}", at=T0 + i))
+    found = await reread(service, session, after_timestamp=T0 + 50)
+    assert found.events == [] and found.state == {"k": 1}
+
+
+@pytest.fixture
+def new_york_time() -> Iterator[None]:
+    """The process's local time zone is one that repeats an hour each autumn."""
+    if not hasattr(time, "tzset"):
+        pytest.skip("time.tzset is POSIX-only")
+    before = os.environ.get("TZ")
+    os.environ["TZ"] = "America/New_York"
+    time.tzset()
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = before
+        time.tzset()
+
+
+async def test_events_in_a_repeated_local_hour_keep_their_exact_times_and_order(
+    service: LedgerSessionService, new_york_time: None
+) -> None:
+    # 2024-11-03 06:00 and 06:30 UTC: 01:00 and 01:30 in New York, the second time that
+    # morning; a time rebuilt from local wall-clock time alone comes back an hour early.
+    repeated = [1_730_613_600.0, 1_730_615_400.0]
+    session = await created(service)
+    await service.append_event(session, event("before", at=repeated[0] - 1800))
+    for at in repeated:
+        await service.append_event(session, event(at=at))
+    found = await reread(service, session)
+    assert [e.timestamp for e in found.events] == [repeated[0] - 1800, *repeated]
+    later = await reread(service, session, after_timestamp=repeated[0])
+    assert [e.timestamp for e in later.events] == repeated
+
+
+async def test_listed_sessions_last_updated_at_the_same_time_are_in_id_order(
+    service: LedgerSessionService,
+) -> None:
+    for session_id in ("b", "c", "a"):
+        session = await created(service, session_id=session_id)
+        await service.append_event(session, event(at=T0))
+    listed = (await service.list_sessions(app_name=APP, user_id=USER)).sessions
+    assert [s.id for s in listed] == ["a", "b", "c"]
+
+
+async def test_get_user_state_is_the_one_users_in_the_one_app(
+    service: LedgerSessionService,
+) -> None:
+    session = await created(service)
+    await service.append_event(session, event(delta={"user:secret": "ada's"}))
+    assert await service.get_user_state(app_name=APP, user_id="bob") == {}
+    assert await service.get_user_state(app_name="other app", user_id=USER) == {}
+    assert await service.get_user_state(app_name=APP, user_id=USER) == {"secret": "ada's"}
+
+
+async def test_get_user_state_has_each_keys_latest_value(service: LedgerSessionService) -> None:
+    session = await created(service)
+    for counter in (1, 2):
+        await service.append_event(session, event(delta={"user:counter": counter}))
+    assert await service.get_user_state(app_name=APP, user_id=USER) == {"counter": 2}
