@@ -19,11 +19,12 @@ write lock across awaits, and threads waiting on it would starve the pool.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 from sqlalchemy.orm import Session
@@ -109,6 +110,12 @@ class Ledger:
             SQL logging (``echo``) shows these statements too; with a
             ``before_cursor_execute`` or ``after_cursor_execute`` listener on the
             engine they go through SQLAlchemy, so the listener sees them.
+        engine_options: keyword arguments of SQLAlchemy's ``create_engine`` for the
+            engine the ledger creates (``pool_size``, ``max_overflow``,
+            ``pool_recycle``, ``pool_pre_ping``, ``echo``, ``connect_args``...); the
+            ledger's own set-up of that engine (SQLite's pragmas, the timeouts, the
+            reset on return, the idle ping unless ``pool_pre_ping`` is given) stays.
+            With ``engine=``, configure your engine instead.
     """
 
     def __init__(
@@ -122,9 +129,11 @@ class Ledger:
         lock_timeout: float | None = None,
         statement_timeout: float | None = None,
         driver_sql: bool = True,
+        engine_options: Mapping[str, Any] | None = None,
         _memory: MemoryDatabase | None = None,
     ) -> None:
         _check_options(url, engine, clock, limits, driver_sql)
+        options = _checked_engine_options(engine, engine_options)
         timeouts = _checked_timeouts(engine, lock_timeout, statement_timeout)
         if engine is not None and not isinstance(engine, Engine):
             raise ValidationError(
@@ -133,7 +142,7 @@ class Ledger:
                 path="engine",
             )
         if engine is None:
-            engine = create_sync_engine(url)
+            engine = _created(create_sync_engine, url, options)
             configure_timeouts(engine, **timeouts)
             owns_engine = True
         else:
@@ -293,6 +302,12 @@ class AsyncLedger:
             SQL logging (``echo``) shows these statements too; with a
             ``before_cursor_execute`` or ``after_cursor_execute`` listener on the
             engine they go through SQLAlchemy, so the listener sees them.
+        engine_options: keyword arguments of SQLAlchemy's ``create_engine`` for the
+            engine the ledger creates (``pool_size``, ``max_overflow``,
+            ``pool_recycle``, ``pool_pre_ping``, ``echo``, ``connect_args``...); the
+            ledger's own set-up of that engine (SQLite's pragmas, the timeouts, the
+            reset on return, the idle ping unless ``pool_pre_ping`` is given) stays.
+            With ``engine=``, configure your engine instead.
     """
 
     def __init__(
@@ -306,9 +321,11 @@ class AsyncLedger:
         lock_timeout: float | None = None,
         statement_timeout: float | None = None,
         driver_sql: bool = True,
+        engine_options: Mapping[str, Any] | None = None,
         _memory: MemoryDatabase | None = None,
     ) -> None:
         _check_options(url, engine, clock, limits, driver_sql)
+        options = _checked_engine_options(engine, engine_options)
         timeouts = _checked_timeouts(engine, lock_timeout, statement_timeout)
         if engine is not None and not isinstance(engine, AsyncEngine):
             raise ValidationError(
@@ -321,7 +338,7 @@ class AsyncLedger:
         if engine is None:
 
             def make() -> AsyncEngine:
-                made = create_async_engine_for(url)
+                made = _created(create_async_engine_for, url, options)
                 configure_timeouts(made.sync_engine, **timeouts)
                 return made
 
@@ -487,6 +504,42 @@ def _check_options(
         raise ValidationError(
             f"driver_sql must be True or False, got {driver_sql!r}", path="driver_sql"
         )
+
+
+def _checked_engine_options(engine: object, options: object) -> dict[str, Any]:
+    """``engine_options`` as keyword arguments; refused when not a mapping of names, or
+    given with a borrowed engine."""
+    if options is None:
+        return {}
+    if engine is not None:
+        raise ValidationError(
+            "engine_options configure the engine a ledger creates; with engine=, create "
+            "your engine with them",
+            path="engine_options",
+        )
+    if not isinstance(options, Mapping) or not all(isinstance(key, str) for key in options):
+        raise ValidationError(
+            f"engine_options must be a mapping of create_engine's keyword arguments, got "
+            f"{options!r}",
+            path="engine_options",
+        )
+    return dict(options)
+
+
+E = TypeVar("E")
+
+
+def _created(create: Callable[..., E], url: str | URL | None, options: dict[str, Any]) -> E:
+    """``create(url, **options)``, an option SQLAlchemy refuses said as a ValidationError."""
+    if not options:
+        return create(url)
+    try:
+        return create(url, **options)
+    except (TypeError, sa_exc.ArgumentError) as error:
+        raise ValidationError(
+            f"engine_options: SQLAlchemy refused them: {error}",
+            path="engine_options",
+        ) from None
 
 
 def _settings(

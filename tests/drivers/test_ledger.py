@@ -301,3 +301,44 @@ def test_migrations_refuse_an_engine_of_an_unsupported_dialect(command: Any) -> 
     with pytest.raises(DatabaseError, match="ducklike dialect"):
         command(engine)
     engine.dispose()
+
+
+# -- engine_options: the pool of the engine a ledger creates -------------------------------
+
+
+def test_engine_options_reach_the_engine_and_keep_the_ledger_s_own_set_up(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'pooled.db'}"
+    with Ledger(
+        url, engine_options={"pool_size": 7, "pool_recycle": 120}, lock_timeout=2
+    ) as ledger:
+        pool = ledger.engine.pool
+        assert (pool.size(), pool._recycle) == (7, 120)  # type: ignore[attr-defined]
+        with ledger.engine.connect() as connection:
+            busy = connection.exec_driver_sql("PRAGMA busy_timeout").scalar()
+            foreign_keys = connection.exec_driver_sql("PRAGMA foreign_keys").scalar()
+        assert (busy, foreign_keys) == (2000, 1)
+
+
+def test_engine_options_reach_an_async_ledger_s_engine(tmp_path: Path) -> None:
+    ledger = AsyncLedger(f"sqlite:///{tmp_path / 'pooled.db'}", engine_options={"pool_size": 4})
+    assert ledger.engine.sync_engine.pool.size() == 4  # type: ignore[attr-defined]
+
+
+def test_an_engine_option_sqlalchemy_does_not_know_is_a_validation_error() -> None:
+    with pytest.raises(ValidationError, match=r"engine_options: .*'pool_sise'") as raised:
+        Ledger("sqlite://", engine_options={"pool_sise": 5})
+    assert raised.value.path == "engine_options"
+
+
+@pytest.mark.parametrize("options", [[("pool_size", 5)], {5: "pool_size"}, "pool_size=5"])
+def test_engine_options_that_are_not_a_mapping_of_names_are_refused(options: object) -> None:
+    with pytest.raises(ValidationError, match="engine_options must be a mapping"):
+        Ledger("sqlite://", engine_options=options)  # type: ignore[arg-type]
+
+
+def test_engine_options_with_a_borrowed_engine_are_refused() -> None:
+    engine = create_engine("sqlite://")
+    with pytest.raises(ValidationError, match="with engine=, create your engine with them"):
+        Ledger(engine=engine, engine_options={"pool_size": 5})
