@@ -52,13 +52,24 @@ def test_the_demo_output_shown_is_what_the_demo_prints(tmp_path: Path) -> None:
     assert result.stdout == shown.group(1)
 
 
-def test_the_framework_example_runs_and_prints_what_it_read(tmp_path: Path) -> None:
-    start = README.index("### Keys, scoped state, time and retries")
+def run_first_block_after(heading: str, tmp_path: Path) -> str:
+    """Run the first python block after ``heading`` in a process of its own; its output."""
+    start = README.index(heading)
     (code,) = re.findall(r"```python\n(.*?)```", README[start:], re.S)[:1]
-    script = tmp_path / "readme_frameworks.py"
+    script = tmp_path / "readme_block.py"
     script.write_text(code)
     result = subprocess.run(
         [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["3", "0", "Porto"]
+    return result.stdout
+
+
+def test_the_framework_example_runs_and_prints_what_it_read(tmp_path: Path) -> None:
+    out = run_first_block_after("### Keys, scoped state, time and retries", tmp_path)
+    assert out.split() == ["3", "0", "Porto"]
+
+
+def test_the_branches_example_runs_and_prints_what_it_read(tmp_path: Path) -> None:
+    out = run_first_block_after("### Branches, turns and usage per turn", tmp_path)
+    assert out.splitlines() == ["['main', 'try-again']", "[2]", "6 None"]

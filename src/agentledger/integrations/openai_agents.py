@@ -5,7 +5,9 @@ under its migrations: an SDK session is an agentledger session whose external ke
 the SDK's session id (its id ``openai-agents.<ULID>``), and each item is one message
 whose content is the item, exactly as given. ``LedgerRunHooks`` records each model
 call and tool call of a run as steps of the same session, with their token usage, and
-the run's end as ``finalize``.
+the run's end as ``finalize`` (a failed one too, where the SDK lets it be seen).
+``openai_agents_advanced.LedgerAdvancedSession`` adds the SDK's branches and usage per
+turn.
 
 An item's own ``id`` (where it has one that names it alone), with a digest of the
 item, is its message's key; items without one get a key made for the call.
@@ -20,10 +22,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import weakref
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, Final, Literal, cast, get_args
+from typing import Any, Final, Literal, Self, cast, get_args
 
+from agents.exceptions import AgentsException
 from agents.items import ModelResponse, TResponseInputItem
 from agents.lifecycle import RunHooks
 from agents.memory.session import _CompactionSnapshot
@@ -34,6 +38,7 @@ from agents.memory.session_settings import (
 )
 from agents.models.fake_id import FAKE_RESPONSES_ID
 from agents.run_context import RunContextWrapper
+from agents.run_error_handlers import RunErrorHandlerInput, RunErrorHandlers
 from agents.tool import Tool
 from agents.tool_context import ToolContext
 from agents.usage import Usage
@@ -151,7 +156,7 @@ class LedgerSession:
         app_name: str | None = None,
         user_id: str | None = None,
         unseen_items: UnseenItems = "append",
-    ) -> LedgerSession:
+    ) -> Self:
         """A session on a ledger of its own at ``url`` (closed by ``close()``). A plain
         ``postgresql://``, ``mysql://`` or ``sqlite:///`` URL picks the async driver."""
         session = cls(
@@ -527,6 +532,17 @@ def _role_of(item: dict[str, Any]) -> str:
     return "item"
 
 
+_RUNS: weakref.WeakKeyDictionary[RunContextWrapper[Any], str] = weakref.WeakKeyDictionary()
+"""The run id LedgerRunHooks gave each live run context (a RunResult's context_wrapper)."""
+
+
+def run_id_of(context: RunContextWrapper[Any]) -> str | None:
+    """The ``run_id`` under which ``LedgerRunHooks`` recorded the run whose context this is
+    (a ``RunResult``'s ``context_wrapper``), None when no LedgerRunHooks recorded it: how
+    a caller knows the run's model calls are already steps, with their tokens."""
+    return _RUNS.get(context)
+
+
 class LedgerRunHooks(RunHooks[Any]):
     """Run hooks that record a run's model and tool calls as steps of ``session`` (with
     input, output and cached tokens), and its end as the session's last run.
@@ -534,6 +550,10 @@ class LedgerRunHooks(RunHooks[Any]):
     Pass them to the run: ``Runner.run(agent, text, session=session,
     hooks=LedgerRunHooks(session))``. One object may serve many runs of the session, one
     after the other; each run gets its own ``run_id``.
+
+    The SDK's hooks have no event for a run that raises. ``error_handlers()`` records
+    the failures the SDK hands to error handlers (too many turns, a refusal, an invalid
+    final output) and lets them raise as before; ``run_failed(error)`` records any other.
     """
 
     def __init__(self, session: LedgerSession) -> None:
@@ -549,10 +569,12 @@ class LedgerRunHooks(RunHooks[Any]):
         self._step_index = 0
         self._started: dict[str, datetime] = {}
 
-    def _run(self) -> str:
+    def _run(self, context: RunContextWrapper[Any] | None = None) -> str:
         if self.run_id is None:
             self.run_id = new_id(system_clock())
             self._step_index = 0
+        if context is not None and not isinstance(context, ToolContext):
+            _RUNS[context] = self.run_id
         return self.run_id
 
     def _now(self) -> datetime:
@@ -574,14 +596,14 @@ class LedgerRunHooks(RunHooks[Any]):
         input_items: list[TResponseInputItem],
     ) -> None:
         """Note when the model call began."""
-        self._run()
+        self._run(context)
         self._started["model"] = self._now()
 
     async def on_llm_end(
         self, context: RunContextWrapper[Any], agent: Any, response: ModelResponse
     ) -> None:
         """Record the model call: its output items and token usage."""
-        run_id = self._run()
+        run_id = self._run(context)
         output = [item.model_dump(mode="json", exclude_unset=True) for item in response.output]
         await self._append(
             NewStep(
@@ -633,6 +655,37 @@ class LedgerRunHooks(RunHooks[Any]):
         await self.session.ledger.sessions.finalize(id, summary)
         self.run_id = None
 
+    async def run_failed(self, error: BaseException) -> None:
+        """Record that the run ended by ``error`` (status ``failed``, the error, and the
+        tokens spent up to it where the SDK's exception carries them): call it where
+        ``Runner.run`` raised, as the SDK's hooks are not told."""
+        usage = TokenUsage()
+        run_data = error.run_data if isinstance(error, AgentsException) else None
+        if run_data is not None:
+            usage = token_usage(run_data.context_wrapper.usage)
+        summary = RunSummary(status="failed", usage=usage, error=_error_text(error))
+        await self.session.ledger.sessions.finalize(await self.session.ledger_session_id(), summary)
+        self.run_id = None
+
+    def error_handlers(self) -> RunErrorHandlers[Any]:
+        """The SDK's error handlers (``Runner.run(..., error_handlers=...)``) for too many
+        turns, a refusal and an invalid final output: each records the run as failed,
+        with the tokens spent, and lets the error raise as it would have."""
+
+        async def failed(data: RunErrorHandlerInput[Any]) -> None:
+            summary = RunSummary(
+                status="failed",
+                model=_model_name(data.run_data.last_agent),
+                usage=token_usage(data.context.usage),
+                error=_error_text(data.error),
+            )
+            await self.session.ledger.sessions.finalize(
+                await self.session.ledger_session_id(), summary
+            )
+            self.run_id = None
+
+        return {"max_turns": failed, "model_refusal": failed, "invalid_final_output": failed}
+
 
 def token_usage(usage: Usage) -> TokenUsage:
     """agentledger's TokenUsage from the SDK's: input, output and total tokens, and in
@@ -655,6 +708,10 @@ def _model_name(agent: Any) -> str | None:
     return name[:_ROLE_LENGTH] if isinstance(name, str) else None
 
 
+def _error_text(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
+
+
 def _call_id(context: RunContextWrapper[Any]) -> str | None:
     return context.tool_call_id if isinstance(context, ToolContext) else None
 
@@ -665,5 +722,6 @@ __all__ = [
     "UnseenItems",
     "item_of",
     "messages_of",
+    "run_id_of",
     "token_usage",
 ]
