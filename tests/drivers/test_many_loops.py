@@ -152,6 +152,21 @@ def sync_turns(ledger: Ledger, session_id: str) -> None:
         ledger.messages.append(session_id, NewMessage(role="user", content=f"t{turn}"))
 
 
+def test_a_sync_ledger_shared_by_threads_loses_nothing(url: str) -> None:
+    ledger = Ledger(url)
+    ledger.sessions.create("threads")
+
+    async def writer(i: int) -> int:  # blocking calls: the sync ledger needs no loop
+        for turn in range(APPENDS):
+            ledger.messages.append("threads", NewMessage(role="user", content=f"w{i} t{turn}"))
+        return APPENDS
+
+    assert sum(in_threads(THREADS, writer)) == THREADS * APPENDS
+    stored = [str(m.content) for m in ledger.messages.all("threads")]
+    assert sorted(stored) == sorted(f"w{w} t{t}" for w in range(THREADS) for t in range(APPENDS))
+    ledger.close()
+
+
 def test_a_sync_ledger_used_before_and_after_fork_shares_no_connection(url: str) -> None:
     ledger = Ledger(url)
     ledger.sessions.create("parent")
