@@ -2,7 +2,7 @@
 
 ``agentledger.integrations.langgraph`` (a LangGraph checkpointer),
 ``agentledger.integrations.openai_agents`` (an OpenAI Agents SDK session; its
-``openai_agents_advanced`` adds the SDK's branches and usage per turn) and
+``LedgerAdvancedSession`` adds the SDK's branches and usage per turn) and
 ``agentledger.integrations.adk`` (a Google ADK session service) each need their
 framework installed (the extras ``langgraph``, ``openai-agents``, ``adk``); this module
 needs nothing. It offers the framework-id rule of ``agentledger.ids``: a session made

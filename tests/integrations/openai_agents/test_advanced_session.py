@@ -12,13 +12,14 @@ from agents import Runner
 from agents.exceptions import MaxTurnsExceeded
 
 from agentledger import NotFoundError, ValidationError
-from agentledger.integrations.openai_agents import LedgerRunHooks, LedgerSession
-from agentledger.integrations.openai_agents_advanced import (
-    BRANCH_STATE,
+from agentledger.integrations.openai_agents import (
     BranchExistsError,
     BranchNotFoundError,
     LedgerAdvancedSession,
+    LedgerRunHooks,
+    LedgerSession,
 )
+from agentledger.integrations.openai_agents.advanced import BRANCH_STATE
 
 from ._model import CACHED_TOKENS, INPUT_TOKENS, OUTPUT_TOKENS, ScriptedModel, agent
 from .conftest import Store

@@ -32,12 +32,12 @@ from agents.items import TResponseInputItem
 from agents.result import RunResultBase
 from agents.run_context import RunContextWrapper
 
-from .._checks import text_problem
-from ..clock import system_clock
-from ..errors import ConflictError, NotFoundError, ValidationError
-from ..ids import new_id
-from ..ledger import AsyncLedger
-from ..records import (
+from ..._checks import text_problem
+from ...clock import system_clock
+from ...errors import ConflictError, NotFoundError, ValidationError
+from ...ids import new_id
+from ...ledger import AsyncLedger
+from ...records import (
     Message,
     NewMessage,
     NewStep,
@@ -46,8 +46,9 @@ from ..records import (
     Step,
     TokenUsage,
 )
-from ..uow import AsyncUnitOfWork
-from .openai_agents import LedgerSession, run_id_of, token_usage
+from ...uow import AsyncUnitOfWork
+from .hooks import run_id_of, token_usage
+from .session import LedgerSession
 
 MAIN: Final = "main"
 """The branch every session starts on: the ``LedgerSession`` of the same session id."""
