@@ -7,6 +7,7 @@ for one loop or process is used by another."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 from pathlib import Path
 
@@ -92,6 +93,39 @@ def test_asyncio_run_again_and_again_on_one_ledger_works_every_time(url: str) ->
         return (await ledger.sessions.get("runs")).message_count
 
     assert one_after_another(3, turn) == [2, 4, 6]
+    asyncio.run(ledger.close())
+
+
+@pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
+def test_loops_closed_without_shutting_down_close_their_connections_first(url: str) -> None:
+    # new_event_loop, run, close: no shutdown_asyncgens (the SDKs' own tests, many servers).
+    ledger = AsyncLedger(url)
+
+    def in_a_loop_of_its_own(i: int) -> int:
+        loop = asyncio.new_event_loop()
+        try:
+            return loop.run_until_complete(append_turns(ledger, "manual", i))
+        finally:
+            loop.close()
+
+    asyncio.run(ledger.sessions.create("manual"))
+    done = [in_a_loop_of_its_own(i) for i in range(3)]
+    gc.collect()  # a connection left to the collector would complain here
+    assert sum(done) == asyncio.run(ledger.sessions.get("manual")).message_count
+    asyncio.run(ledger.close())
+
+
+def test_a_pool_waited_on_in_one_loop_serves_the_next_loop(url: str) -> None:
+    # An exhausted pool waits on an asyncio queue, which binds to the loop that waits.
+    ledger = AsyncLedger(url, engine_options={"pool_size": 1, "max_overflow": 0})
+    asyncio.run(ledger.sessions.create("queued"))
+
+    async def crowd(i: int) -> int:
+        await asyncio.gather(*(append_turns(ledger, "queued", i * 10 + n) for n in range(4)))
+        return 4 * APPENDS
+
+    assert one_after_another(2, crowd) == [4 * APPENDS, 4 * APPENDS]
+    assert asyncio.run(ledger.sessions.get("queued")).message_count == 8 * APPENDS
     asyncio.run(ledger.close())
 
 

@@ -11,14 +11,16 @@ own: the first loop gets the engine the ledger was built with (``ledger.engine``
 another loop running at the same time gets a replica made the same way (the same URL,
 options and timeouts), with its own pool. When a loop shuts down (the end of
 ``asyncio.run``: its ``shutdown_asyncgens``, while it still runs), its engine's
-connections are closed on it and the engine serves the next loop that calls; a loop
-closed without that step leaves its connections to be let go unclosed (closing needs
-the loop that is gone; the server ends them). aiosqlite's
-connections run in threads of their own and serve any loop: one engine serves all.
+connections are closed on it and the engine serves the next loop that calls. A loop
+closed without that step (``new_event_loop``, run, ``close``) closes them in its
+``close``, which the ledger wraps; a loop whose ``close`` cannot be wrapped leaves its
+connections to be let go unclosed (closing needs the loop that is gone; the server
+ends them). aiosqlite is no exception: its connections answer any loop, but its pool
+waits on an asyncio queue, which belongs to the first loop that waits on it.
 
 A borrowed AsyncEngine is the caller's and is never replicated: a call from a second
 loop while the first still runs is refused, with what to do instead, unless its pool
-keeps no connections (``NullPool``) or its driver is aiosqlite.
+keeps no connections (``NullPool``).
 """
 
 from __future__ import annotations
@@ -37,10 +39,6 @@ from sqlalchemy.util import await_only
 from sqlalchemy.util.concurrency import in_greenlet as in_a_greenlet
 
 from ..errors import UsageError
-
-_LOOP_FREE_DRIVERS = frozenset({"aiosqlite"})
-"""Async drivers whose connections serve any event loop (aiosqlite runs each connection
-in a thread of its own and answers on the caller's loop)."""
 
 
 class Engines(Protocol):
@@ -114,6 +112,35 @@ class _Tenancy:
                 watcher.aclose().send(None)
 
 
+_CLOSES_ENGINES = "_agentledger_closes_engines"
+
+
+def _before_close(loop: asyncio.AbstractEventLoop, watcher: AsyncGenerator[None, None]) -> None:
+    """Make ``loop.close()`` end ``watcher`` first, on the loop, where its connections
+    can still be closed: for a loop closed without ``shutdown_asyncgens`` (made with
+    ``new_event_loop``, run, closed, as the SDKs' own tests and many servers do). A loop
+    whose ``close`` cannot be wrapped (a compiled loop class) keeps the fallback: its
+    connections are let go at the next call."""
+    watchers: list[AsyncGenerator[None, None]] | None = getattr(loop, _CLOSES_ENGINES, None)
+    if watchers is not None:
+        watchers.append(watcher)
+        return
+    watchers = [watcher]
+    original = loop.close
+
+    def close() -> None:
+        if not loop.is_closed() and not loop.is_running():
+            for each in watchers:
+                with suppress(Exception):  # a clean-up must not keep the loop open
+                    loop.run_until_complete(each.aclose())
+        watchers.clear()
+        original()
+
+    with suppress(AttributeError, TypeError):
+        loop.close = close  # type: ignore[method-assign]
+        setattr(loop, _CLOSES_ENGINES, watchers)
+
+
 class EnginePerLoop:
     """An async ledger's engines, one per running event loop (see the module)."""
 
@@ -123,9 +150,10 @@ class EnginePerLoop:
         self._first = first
         self._make = make
         sync_engine = first.sync_engine
-        self._loop_free = sync_engine.dialect.driver in _LOOP_FREE_DRIVERS or isinstance(
-            sync_engine.pool, NullPool
-        )
+        # Only a pool that keeps no connection serves every loop: even aiosqlite's
+        # pool (its connections answer any loop) waits on an asyncio queue, which binds
+        # to the first loop that waits on it.
+        self._loop_free = isinstance(sync_engine.pool, NullPool)
         self._by_loop: dict[int, _Tenancy] = {}
         self._lock = threading.RLock()  # a watcher ended under it takes it again
 
@@ -150,6 +178,7 @@ class EnginePerLoop:
         if tenancy.watcher is None and in_a_greenlet():
             watcher = tenancy.watcher = self._watch(id(loop), tenancy)
             await_only(watcher.__anext__())  # first iterated here: the loop now knows it
+            _before_close(loop, watcher)
         return tenancy.engine.sync_engine
 
     def _assign(self, loop: asyncio.AbstractEventLoop) -> _Tenancy:
