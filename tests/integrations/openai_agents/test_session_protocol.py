@@ -256,7 +256,7 @@ async def test_a_closed_session_refuses_every_call_and_leaves_a_borrowed_ledger_
         session.ledger_session_id(),
     ]
     for call in calls:
-        with pytest.raises(UsageError, match="^LedgerSession is closed"):
+        with pytest.raises(UsageError, match=r"^LedgerSession is closed"):
             await call
     assert await LedgerSession("s", store.ledger).get_items() == [user("hi")]
 
