@@ -94,9 +94,9 @@ class _Adapter(LedgerSession):
         super().__init__(session_id, _ledger(), session_settings=settings, app_name=_scope(*where))
 
 
-class AsyncSQLiteSession(_Adapter):
-    """``LedgerSession`` with ``AsyncSQLiteSession``'s (and ``SQLiteSession``'s)
-    constructor."""
+class _SQLiteShaped(_Adapter):
+    """``LedgerSession`` with the constructor of ``SQLiteSession`` and
+    ``AsyncSQLiteSession``."""
 
     def __init__(
         self,
@@ -111,7 +111,12 @@ class AsyncSQLiteSession(_Adapter):
         self._open(session_id, session_settings, _file(db_path), sessions_table, messages_table)
 
 
-class SQLiteSession(AsyncSQLiteSession):
+class AsyncSQLiteSession(_SQLiteShaped):
+    """``LedgerSession`` as ``AsyncSQLiteSession`` (not a base of ``SQLiteSession``:
+    tests tell the two apart with ``isinstance``)."""
+
+
+class SQLiteSession(_SQLiteShaped):
     """``LedgerSession`` with ``agents.SQLiteSession``'s constructor and its
     synchronous ``close()``."""
 
