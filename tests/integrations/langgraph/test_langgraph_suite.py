@@ -14,30 +14,25 @@ the reference must pass on each of ours.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-import tarfile
-from contextlib import ExitStack
-from dataclasses import dataclass
-from importlib.metadata import version
 from pathlib import Path
-from xml.etree import ElementTree
 
 import pytest
 
-from agentledger import migrations
-
-from ...databases import IN_CI, scratch_database, server_url
+from ...framework_suites import (
+    NOT_RUN,
+    migrated_servers,
+    outcomes,
+    release_sources,
+    suite_databases,
+    with_conftest,
+)
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[3]
-CACHE = ROOT / ".cache"
 SAVERS = Path(__file__).with_name("suite") / "savers.py"
 SAVER_FIXTURES = ("sync_checkpointer", "async_checkpointer")
-DATABASES = ("sqlite", "postgresql")
-"""Always run; MariaDB/MySQL too where its server is set (always under CI)."""
 REFERENCES = {"sqlitesaver": "agentledger_{}", "asyncsqlitesaver": "agentledger_{}_aio"}
 """The reference's ids in ``suite/savers.py``, and the id of agentledger's saver of a
 database that runs the same test."""
@@ -47,49 +42,6 @@ CANNOT_PASS: dict[str, str] = {}
 saver's id, with the reason (one of LangGraph's internals agentledger cannot meet)."""
 
 
-def _unavailable(message: str) -> None:
-    if IN_CI:
-        pytest.fail(f"CI=true, but {message}", pytrace=False)
-    pytest.skip(message)
-
-
-def langgraph_tests() -> Path:
-    """The source distribution of the installed langgraph, unpacked in ``.cache/``."""
-    release = f"langgraph-{version('langgraph')}"
-    unpacked = CACHE / release
-    if (unpacked / "tests" / "conftest.py").exists():
-        return unpacked
-    CACHE.mkdir(exist_ok=True)
-    fetched = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary",
-         ":all:", f"langgraph=={version('langgraph')}", "--dest", str(CACHE)],
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    archive = CACHE / f"{release}.tar.gz"
-    if fetched.returncode != 0 or not archive.exists():
-        _unavailable(f"the source distribution of {release} could not be fetched: {fetched.stderr}")
-    with tarfile.open(archive) as tar:
-        tar.extractall(CACHE, filter="data")
-    return unpacked
-
-
-def with_our_savers(source: Path, into: Path) -> Path:
-    """A copy of the release's tests whose saver fixtures are ``suite/savers.py``'s."""
-    shutil.copytree(source, into)
-    tests = into / "tests"
-    shutil.copy(SAVERS, tests / "conftest_agentledger.py")
-    with (tests / "conftest.py").open("a") as conftest:
-        conftest.write(
-            "\n\n# agentledger: its savers replace LangGraph's in these fixtures.\n"
-            "from tests.conftest_agentledger import (  # noqa: E402, F401\n"
-            "    async_checkpointer,\n"
-            "    pytest_collection_modifyitems,\n"
-            "    sync_checkpointer,\n"
-            ")\n"
-        )
-    return into
-
-
 def saver_test_files(tests: Path) -> list[str]:
     """The test files that take a saver fixture."""
     return sorted(
@@ -97,23 +49,6 @@ def saver_test_files(tests: Path) -> list[str]:
         for path in tests.glob("test_*.py")
         if any(fixture in path.read_text() for fixture in SAVER_FIXTURES)
     )
-
-
-@dataclass(frozen=True)
-class Outcome:
-    passed: bool
-    detail: str
-
-
-def outcomes(junit: Path) -> dict[str, Outcome]:
-    """Each test's outcome in a JUnit report, by ``module::name[ids]``."""
-    found = {}
-    for case in ElementTree.parse(junit).getroot().iter("testcase"):
-        problems = [case.find(tag) for tag in ("failure", "error", "skipped")]
-        problem = next((found for found in problems if found is not None), None)
-        detail = "" if problem is None else f"{problem.tag}: {problem.get('message', '')[:300]}"
-        found[f"{case.get('classname')}::{case.get('name')}"] = Outcome(problem is None, detail)
-    return found
 
 
 def counterpart(test_id: str, database: str) -> tuple[str, str] | None:
@@ -132,16 +67,16 @@ def counterpart(test_id: str, database: str) -> tuple[str, str] | None:
 def test_every_graph_test_that_passes_on_sqlite_saver_passes_on_agentledger(
     tmp_path: Path,
 ) -> None:
-    suite = with_our_savers(langgraph_tests(), tmp_path / "langgraph")
-    databases = DATABASES if server_url("mysql") is None else (*DATABASES, "mysql")
+    suite = with_conftest(
+        release_sources("langgraph"),
+        tmp_path / "langgraph",
+        SAVERS,
+        (*SAVER_FIXTURES, "pytest_collection_modifyitems"),
+    )
+    databases = suite_databases()
     env = {**os.environ, "NO_DOCKER": "true", "AGENTLEDGER_SUITE_DATABASES": ",".join(databases)}
-    with ExitStack() as servers:
-        for database in databases[1:]:
-            url = servers.enter_context(scratch_database(database, str(tmp_path)))
-            migrations.upgrade(url)
-            env[f"AGENTLEDGER_SUITE_{database.upper()}_URL"] = url.render_as_string(
-                hide_password=False
-            )
+    with migrated_servers(databases, tmp_path) as urls:
+        env.update(urls)
         junit = tmp_path / "junit.xml"
         subprocess.run(
             [sys.executable, "-m", "pytest", *saver_test_files(suite / "tests"), "-q",
@@ -157,7 +92,7 @@ def test_every_graph_test_that_passes_on_sqlite_saver_passes_on_agentledger(
             if pair is None or not reference.passed:
                 continue
             ours_id, name = pair
-            ours = found.get(ours_id, Outcome(False, "not run"))
+            ours = found.get(ours_id, NOT_RUN)
             compared += 1
             if name in CANNOT_PASS:
                 stale.extend([] if not ours.passed else [f"{ours_id} passes now"])

@@ -249,13 +249,14 @@ async def test_a_closed_session_refuses_every_call_and_leaves_a_borrowed_ledger_
     calls = [
         session.get_items(),
         session.add_items([user("late")]),
+        session.add_items([]),
         session.pop_item(),
         session.clear_session(),
         session.record(),
         session.ledger_session_id(),
     ]
     for call in calls:
-        with pytest.raises(UsageError, match="closed"):
+        with pytest.raises(UsageError, match=r"^LedgerSession is closed"):
             await call
     assert await LedgerSession("s", store.ledger).get_items() == [user("hi")]
 

@@ -230,10 +230,10 @@ class LedgerSession:
                 changed the session since this one last read or wrote it (``deleted``
                 when it was deleted); nothing of the batch is stored.
         """
+        ledger = await self._ready()  # a closed session refuses even an empty batch
         batch = messages_of(items, call_key=new_id(system_clock()))
         if not batch:
             return
-        ledger = await self._ready()
 
         refuse = self.unseen_items == "refuse"
         seen, saw_none = self._seen, self._saw_none
@@ -386,7 +386,7 @@ class LedgerSession:
 
     async def _ready(self) -> AsyncLedger:
         if self._closed:
-            raise UsageError(f"LedgerSession {self.session_id!r} is closed")
+            raise UsageError(f"{type(self).__name__} is closed (session {self.session_id!r})")
         return self._ledger
 
     async def _stored_id(self, ledger: AsyncLedger) -> str | None:
