@@ -8,7 +8,9 @@ test_interruption, test_delta_channel_* and the rest. They run in a pytest of th
 own with those fixtures replaced (``suite/savers.py``): LangGraph's ``SqliteSaver`` as
 the reference, and agentledger's ``LedgerSaver`` and ``AsyncLedgerSaver`` on SQLite,
 PostgreSQL and, where its server is set, MariaDB/MySQL. Every test that passes on
-the reference must pass on each of ours.
+the reference must pass on each of ours. The tests that failed are run once more, on
+their own, before they count: a few of LangGraph's stream tests time their events to
+within 0.2 s, which a host busy with the other lanes misses now and then.
 """
 
 from __future__ import annotations
@@ -80,10 +82,21 @@ def test_every_graph_test_that_passes_on_sqlite_saver_passes_on_agentledger(
         junit = tmp_path / "junit.xml"
         subprocess.run(
             [sys.executable, "-m", "pytest", *saver_test_files(suite / "tests"), "-q",
-             "-p", "no:cacheprovider", "-p", "no:randomly", f"--junitxml={junit}"],
+             "-p", "no:randomly", f"--junitxml={junit}"],
             cwd=suite, env=env, capture_output=True, text=True, timeout=1800, check=False,
         )  # fmt: skip
-    found = outcomes(junit)
+        found = outcomes(junit)
+        if any(not outcome.passed and "failure" in outcome.detail for outcome in found.values()):
+            # Once more, on their own: LangGraph's stream tests time their events to
+            # within 0.2 s, which a host busy with the other lanes can miss. A failure
+            # that repeats on its own counts.
+            again = tmp_path / "junit-again.xml"
+            subprocess.run(
+                [sys.executable, "-m", "pytest", "--last-failed", "-q", "-p", "no:randomly",
+                 f"--junitxml={again}"],
+                cwd=suite, env=env, capture_output=True, text=True, timeout=600, check=False,
+            )  # fmt: skip
+            found.update(outcomes(again))
 
     failures, stale, compared = [], [], 0
     for test_id, reference in found.items():

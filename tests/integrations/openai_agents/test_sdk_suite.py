@@ -239,18 +239,7 @@ CANNOT_PASS: dict[str, str] = {
 """Tests that pass on the SDK's store but cannot on ``LedgerSession``, by node id,
 with the reason (one of the SDK store's internals, or a deliberate difference)."""
 
-KNOWN_DEFECTS: dict[tuple[str, str], str] = {
-    (
-        "sqlite",
-        "tests/extensions/memory/test_sqlalchemy_session.py::"
-        "test_add_items_concurrent_first_write_after_tables_exist",
-    ): (
-        "agentledger's defect: an AsyncLedger on aiosqlite shares one engine across "
-        "event loops, and its pool's asyncio.Queue binds to the first loop that waits on "
-        "it; 25 concurrent add_items in a later loop fail ('Queue ... is bound to a "
-        "different event loop')"
-    ),
-}
+KNOWN_DEFECTS: dict[tuple[str, str], str] = {}
 """Failures of agentledger's own, by database and node id: to be fixed, not excepted."""
 HANGS = (
     _COMPACTION + "test_cancel_restore_waits_for_mutation_lock_before_newer_writes",
