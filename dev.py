@@ -18,8 +18,9 @@
                                      if named (CI: drivers, every other driver)
 
 Every command first makes sure .venv exists and holds the project installed with
-``-e .[postgres,mysql,dev,test,langgraph,openai-agents,adk,ui]`` (the frameworks of
-agentledger.integrations and the viewer too, so their tests run) and
+``-e .[postgres,mysql,dev,test,langgraph,openai-agents,adk,ui,docs]`` (the frameworks of
+agentledger.integrations and the viewer too, so their tests run, and the documentation
+site's builder, which tests/docs/test_site.py runs) and
 WITHOUT_DEPENDENCIES (``bench`` adds the ``bench`` extra: matplotlib; ``setup drivers``
 every other database driver). It
 reinstalls when pyproject.toml changes (a hash of it is kept in .venv) and recreates
@@ -46,7 +47,7 @@ from typing import Any, NamedTuple
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 STAMP = VENV / "agentledger-setup.json"
-EXTRAS = "postgres,mysql,dev,test,langgraph,openai-agents,adk,ui"
+EXTRAS = "postgres,mysql,dev,test,langgraph,openai-agents,adk,ui,docs"
 WITHOUT_DEPENDENCIES = ("sqlalchemy-cockroachdb>=2.0.4",)
 """Test packages installed with --no-deps: sqlalchemy-cockroachdb pins SQLAlchemy<2.1,
 which would hold the whole .venv back on 2.0, while agentledger is developed and tested

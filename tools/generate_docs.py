@@ -41,7 +41,9 @@ def _parser() -> argparse.ArgumentParser:
     return cli._parser()
 
 
-def _subcommands(parser: argparse.ArgumentParser) -> Iterator[tuple[str, str, argparse.ArgumentParser]]:
+def _subcommands(
+    parser: argparse.ArgumentParser,
+) -> Iterator[tuple[str, str, argparse.ArgumentParser]]:
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             helps = {choice.dest: choice.help or "" for choice in action._choices_actions}
