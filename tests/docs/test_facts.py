@@ -110,3 +110,43 @@ def test_every_logger_of_the_package_is_in_the_operations_page() -> None:
     assert loggers
     table = _page("operations.md").split("## Logging")[1].split("\n## ")[0]
     assert loggers == set(re.findall(r"^\| `(agentledger[\w.]*)` \|", table, re.M))
+
+
+def _listed_methods() -> dict[str, set[str]]:
+    """Each repository of docs/api.md's listing, with the methods it names."""
+    block = re.search(r"```text\n(.*?)```", _page("api.md"), re.S)
+    assert block is not None
+    listed: dict[str, set[str]] = {}
+    repository = None
+    for line in block[1].splitlines():
+        if line.startswith("ledger."):
+            heading = re.match(r"ledger\.(\w+)\s", line)
+            repository = heading[1] if heading else None
+            line = line[heading.end() :] if heading else line
+        if repository is not None:
+            listed.setdefault(repository, set()).update(
+                re.findall(r"(?<![\w.\"`])([a-z_]+)\(", line)
+            )
+    return listed
+
+
+def test_the_api_listing_names_every_method_of_every_repository() -> None:
+    listed = _listed_methods()
+    with Ledger.in_memory() as ledger:
+        assert set(listed) == {
+            "sessions",
+            "messages",
+            "steps",
+            "grants",
+            "checkpoints",
+            "app_state",
+            "user_state",
+        }
+        for name, methods in listed.items():
+            repository = type(getattr(ledger, name))
+            public = {
+                method
+                for method, _ in inspect.getmembers(repository, callable)
+                if not method.startswith("_")
+            }
+            assert methods == public, name
