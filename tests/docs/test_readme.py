@@ -19,14 +19,19 @@ ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
 MAX_LINES = 250
 
+INSTALL = "test_the_install_commands_install_agentledger_from_a_checkout"
+SITE = "test_the_site_builds_strict_without_a_warning"
 COMMANDS = {
-    # Each command line the README shows, and the test that runs it.
-    "pip install -e .": "test_the_install_commands_install_agentledger_from_a_checkout",
-    "pip install -e '.[postgres]'": "test_the_install_commands_install_agentledger_from_a_checkout",
-    "pip install -e '.[mysql]'": "test_the_install_commands_install_agentledger_from_a_checkout",
+    # Each command the README shows (in a sh block, or inline), and the test that runs it.
+    "pip install -e .": INSTALL,
+    "pip install -e '.[postgres]'": INSTALL,
+    "pip install -e '.[mysql]'": INSTALL,
+    "pip install -e '.[docs]'": INSTALL,
     "python3 dev.py demo": "test_the_demo_command_runs_the_async_quickstart",
     "python3 dev.py test": "test_ci_runs_the_test_command_the_readme_gives",
+    "mkdocs build --strict": f"tests/docs/test_site.py::{SITE}",
 }
+COMMAND_WORDS = ("pip ", "python3 ", "mkdocs ", "agentledger ", ".venv/")
 
 
 def section(title: str) -> str:
@@ -42,17 +47,24 @@ def shell_lines(text: str) -> list[str]:
     return [line for line in lines if line and not line.startswith("#")]
 
 
+def inline_commands(text: str) -> list[str]:
+    """The commands written as inline code in the prose of ``text``."""
+    prose = re.sub(r"```.*?```", "", text, flags=re.S)
+    spans = re.findall(r"`([^`\n]+)`", prose)
+    return [span for span in spans if span.startswith(COMMAND_WORDS) and " " in span]
+
+
 def test_the_readme_is_short() -> None:
     assert len(README.splitlines()) <= MAX_LINES
 
 
 def test_every_command_in_the_readme_is_run_by_a_named_test() -> None:
-    shown = shell_lines(README)
+    shown = shell_lines(README) + inline_commands(README)
     assert set(shown) <= set(COMMANDS), set(shown) - set(COMMANDS)
     assert set(COMMANDS) <= set(shown), "a command no longer shown: drop it from COMMANDS"
-    here = Path(__file__).read_text()
     for test in COMMANDS.values():
-        assert f"def {test}(" in here, test
+        where, name = test.split("::") if "::" in test else (__file__, test)
+        assert f"def {name}(" in (ROOT / where).read_text(), test
 
 
 def test_every_relative_link_in_the_readme_exists() -> None:
@@ -126,7 +138,7 @@ def test_ci_runs_the_test_command_the_readme_gives() -> None:
 
 @pytest.mark.slow
 def test_the_install_commands_install_agentledger_from_a_checkout(tmp_path: Path) -> None:
-    """Each install line, run in a fresh virtual environment from a copy of the checkout.
+    """Each install command, run in a fresh virtual environment from a copy of the checkout.
     ``--no-deps``: the dependencies come from the package index, which is not what this
     checks; the build of the project and its extras' names are."""
     checkout = tmp_path / "agentledger"
@@ -139,7 +151,8 @@ def test_the_install_commands_install_agentledger_from_a_checkout(tmp_path: Path
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     bin_dir = venv / ("Scripts" if os.name == "nt" else "bin")
-    for line in shell_lines(section("Install")):
+    installs = [command for command in COMMANDS if COMMANDS[command] == INSTALL]
+    for line in installs:
         words = line.replace("'", "").split()
         assert words[:3] == ["pip", "install", "-e"], line
         done = subprocess.run(
