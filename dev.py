@@ -23,8 +23,9 @@
                                      if named (CI: drivers, every other driver)
 
 ``test``, ``bench`` and ``setup`` first make sure .venv exists and holds the project
-installed with ``-e .[postgres,mysql,dev,test,langgraph,openai-agents,adk,ui]``
-(the frameworks of agentledger.integrations and the viewer too, so their tests run) and
+installed with ``-e .[postgres,mysql,dev,test,langgraph,openai-agents,adk,ui,docs]``
+(the frameworks of agentledger.integrations and the viewer too, so their tests run, and
+the documentation site's builder, which tests/docs/test_site.py runs) and
 WITHOUT_DEPENDENCIES (``bench`` adds the ``bench`` extra: matplotlib; ``setup drivers``
 every other database driver). A venv is reinstalled when pyproject.toml changes (a hash
 of it is kept in the venv) and recreated when it is broken or from another Python.
@@ -52,7 +53,7 @@ VENV = ROOT / ".venv"
 DEMO_VENV = ROOT / ".venv-demo"
 """The demo's venv: agentledger's own dependencies (and the viewer's, once asked for)."""
 STAMP_NAME = "agentledger-setup.json"
-EXTRAS = "postgres,mysql,dev,test,langgraph,openai-agents,adk,ui"
+EXTRAS = "postgres,mysql,dev,test,langgraph,openai-agents,adk,ui,docs"
 WITHOUT_DEPENDENCIES = ("sqlalchemy-cockroachdb>=2.0.4",)
 """Test packages installed with --no-deps: sqlalchemy-cockroachdb pins SQLAlchemy<2.1,
 which would hold the whole .venv back on 2.0, while agentledger is developed and tested

@@ -4,7 +4,7 @@ No server is needed: the models are compiled with the CockroachDB dialect
 (``sqlalchemy-cockroachdb``) through a mock engine, the migrations rendered as offline
 SQL with it, and both, with their PostgreSQL renderings, are checked for the
 PostgreSQL features CockroachDB lacks, so none creeps into the schema unnoticed.
-README.md ("CockroachDB") says what this does not cover.
+docs/dialects.md ("CockroachDB, on paper") says what this does not cover.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every code example in docs/ is a file the tests run: the pages include them verbatim.
+"""Every code example in docs/ is a file the tests run, or a fragment that is checked.
 
 A page shows a file with a marker line and a fenced block holding the file's exact
 text:
@@ -8,12 +8,25 @@ text:
     ...the file...
     ```
 
-Any other fenced block must be ``text`` (output, never code).
+A few pages show fragments too short to be programs (a call with its options, a
+command line): a block after a ``<!-- fragment -->`` line. A Python fragment must
+compile (top-level ``await`` allowed), and every ``agentledger`` command line in any
+block must parse with the command line's own parser, so a renamed option fails here.
+A ``mermaid`` block is a diagram of the tables, checked against the models
+(tests/docs/test_facts.py). Any other fenced block must be ``text`` (output, never
+code).
 """
 
 from __future__ import annotations
 
+import ast
+import contextlib
+import io
+import itertools
 import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,7 +34,7 @@ from sqlalchemy import create_engine
 from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
 
-from agentledger import migrations
+from agentledger import cli, migrations
 from agentledger.models import VERSION_TABLE, metadata
 
 from ..host._support import run, versions
@@ -29,11 +42,18 @@ from ..host._support import run, versions
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = sorted((ROOT / "docs").glob("*.md"))
 FENCE = re.compile(
-    r"(?:<!-- include: (?P<path>\S+) -->\n)?```(?P<lang>\w*)\n(?P<body>.*?)^```$",
+    r"(?:<!-- (?:include: (?P<path>\S+)|(?P<fragment>fragment)) -->\n)?"
+    r"```(?P<lang>\w*)\n(?P<body>.*?)^```$",
     re.DOTALL | re.MULTILINE,
 )
 RUN_BY = {
     # Each included file, and the tests that run it.
+    "docs/examples/first_ledger.py": "tests/docs/test_readme.py",
+    "docs/examples/keys_and_state.py": "tests/docs/test_docs.py",
+    "docs/examples/openai_branches.py": "tests/docs/test_docs.py",
+    "examples/quickstart_async.py": "tests/docs/test_examples.py",
+    "examples/two_writers_conflict.py": "tests/docs/test_examples.py",
+    "examples/join_app_transaction.py": "tests/docs/test_examples.py",
     "docs/examples/query_expensive_sessions.py": "tests/docs/test_queries.py",
     "docs/examples/query_latest_sessions.py": "tests/docs/test_queries.py",
     "docs/examples/query_run_steps.py": "tests/docs/test_queries.py",
@@ -57,17 +77,24 @@ RUN_BY = {
 
 def _blocks() -> list[tuple[Path, str | None, str, str]]:
     return [
-        (page, match["path"], match["lang"], match["body"])
+        (
+            page,
+            match["path"],
+            "fragment " + match["lang"] if match["fragment"] else match["lang"],
+            match["body"],
+        )
         for page in PAGES
         for match in FENCE.finditer(page.read_text())
     ]
 
 
-def test_the_three_guides_exist() -> None:
+def test_the_guides_exist() -> None:
     assert {page.name for page in PAGES} >= {
         "sharing-a-database.md",
         "deploy-pipelines.md",
         "querying-with-the-orm.md",
+        "adk-session-tests.md",
+        "benchmarks.md",
     }
 
 
@@ -77,9 +104,71 @@ def test_every_code_block_is_an_included_file_verbatim(page: Path) -> None:
         if where != page:
             continue
         if path is None:
-            assert lang == "text", f"{page.name}: a {lang or 'bare'} block that no test runs"
+            allowed = {"text", "mermaid", "fragment python", "fragment sh"}
+            assert lang in allowed, f"{page.name}: a {lang or 'bare'} block that no test runs"
             continue
         assert (ROOT / path).read_text() == body, f"{page.name}: {path} differs from the file"
+
+
+def test_every_python_fragment_compiles() -> None:
+    flags = ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+    for page, _, lang, body in _blocks():
+        if lang == "fragment python":
+            compile(body, f"<{page.name}>", "exec", flags=flags)
+
+
+_OPERATORS = {">", ">>", "<", "|", "||", "&&", ";", "&", "2>", "2>&1"}
+
+
+def _command_lines(body: str) -> list[str]:
+    """The ``agentledger`` command lines of a block (after a ``$`` prompt or variable
+    assignments), continuation lines joined, comments left out."""
+    command = re.compile(r"^\s*(?:\$ )?(?:[A-Z_]+=\S+ +)*agentledger (.*)$")
+    found = []
+    for line in body.replace("\\\n", " ").splitlines():
+        match = command.match(line)
+        if match:
+            lexer = shlex.shlex(match[1], posix=True, punctuation_chars=True)
+            lexer.whitespace_split = True
+            words = list(itertools.takewhile(lambda word: word not in _OPERATORS, lexer))
+            found.append(shlex.join(words))
+    return found
+
+
+def test_every_command_line_shown_parses_with_the_cli_parser() -> None:
+    shown = 0
+    for page, _, _, body in _blocks():
+        for line in _command_lines(body):
+            shown += 1
+            stderr = io.StringIO()
+            try:
+                with contextlib.redirect_stderr(stderr):
+                    cli._parser().parse_args(shlex.split(line))
+            except SystemExit:
+                pytest.fail(f"{page.name}: agentledger {line}: {stderr.getvalue().strip()}")
+    assert shown >= 20  # the command line guide, migrations, the deploy scripts
+
+
+def _run_page_example(path: str, tmp_path: Path) -> str:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / path)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_framework_example_runs_and_prints_what_it_read(tmp_path: Path) -> None:
+    out = _run_page_example("docs/examples/keys_and_state.py", tmp_path)
+    assert out.split() == ["3", "0", "Porto"]
+
+
+def test_the_branches_example_runs_and_prints_what_it_read(tmp_path: Path) -> None:
+    out = _run_page_example("docs/examples/openai_branches.py", tmp_path)
+    assert out.splitlines() == ["['main', 'try-again']", "[2]", "6 None"]
 
 
 def test_every_included_file_is_run_by_a_test() -> None:

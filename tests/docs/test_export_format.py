@@ -1,4 +1,4 @@
-"""The export's line order is what README and ``Transfer``'s docstring describe."""
+"""The export's line order is what docs/command-line.md and ``Transfer``'s docstring describe."""
 
 from __future__ import annotations
 

@@ -64,7 +64,7 @@ def _needs_driver(backend: Backend) -> None:
     pytest.skip(message)
 
 
-_README = Path(__file__).resolve().parents[2] / "README.md"
+_URL_PAGE = Path(__file__).resolve().parents[2] / "docs" / "connecting.md"
 _DRIVER_NAMES = {
     "sqlite3": "pysqlite",
     "aiosqlite": "aiosqlite",
@@ -86,9 +86,9 @@ _SERIALIZATION_FAILURE = {
 }
 
 
-def _readme_url_table() -> list[tuple[str, str, str]]:
-    """(URL, Ledger's driver, AsyncLedger's driver) for every URL in README's table."""
-    lines = _README.read_text().splitlines()
+def _documented_url_table() -> list[tuple[str, str, str]]:
+    """(URL, Ledger's driver, AsyncLedger's driver) for every URL in docs/connecting.md's table."""
+    lines = _URL_PAGE.read_text().splitlines()
     start = lines.index("| URL | `Ledger` uses | `AsyncLedger` uses | installed by |") + 2
     rows = []
     for line in itertools.takewhile(lambda line: line.startswith("|"), lines[start:]):
@@ -98,16 +98,16 @@ def _readme_url_table() -> list[tuple[str, str, str]]:
     return rows
 
 
-@pytest.mark.parametrize(("url", "sync", "async_"), _readme_url_table())
-def test_each_url_form_in_the_readme_picks_the_driver_it_names(
+@pytest.mark.parametrize(("url", "sync", "async_"), _documented_url_table())
+def test_each_url_form_documented_picks_the_driver_it_names(
     url: str, sync: str, async_: str
 ) -> None:
     assert resolve_url(url, asynchronous=False).drivername.endswith(f"+{sync}")
     assert resolve_url(url, asynchronous=True).drivername.endswith(f"+{async_}")
 
 
-def test_the_readme_names_exactly_the_drivers_of_the_registry() -> None:
-    named = {driver for _url, sync, async_ in _readme_url_table() for driver in (sync, async_)}
+def test_the_docs_name_exactly_the_drivers_of_the_registry() -> None:
+    named = {driver for _url, sync, async_ in _documented_url_table() for driver in (sync, async_)}
     registered = {
         driver
         for backend in BACKENDS

@@ -1,4 +1,5 @@
-"""Figures the reliability tests gather, printed at the end of the run (README quotes them)."""
+"""Figures the reliability tests gather, printed at the end of the run (docs/reliability.md
+quotes them)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ the session list, follows a session, checks that the checkpoint tree, the folded
 calls and the usage chart render, that hostile content runs no script and that the
 Content-Security-Policy is never violated; and saves a screenshot of each page.
 
-The screenshots go to $AGENTLEDGER_UI_SCREENSHOTS (README's are made with
+The screenshots go to $AGENTLEDGER_UI_SCREENSHOTS (docs/viewer.md's are made with
 ``AGENTLEDGER_UI_SCREENSHOTS=docs/images``), else to a folder of the run; the end of the
 run says where. Without chromium (``apt-get install chromium``) or Playwright the test
 skips saying so; under CI=true it fails instead.

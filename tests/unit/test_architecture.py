@@ -1,5 +1,5 @@
 """The house rules, checked on the source: imports run one way, down the floors of
-``FLOORS``, and each part keeps to its own (README's Layout draws the same house)."""
+``FLOORS``, and each part keeps to its own (docs/design.md's layout draws the same house)."""
 
 from __future__ import annotations
 
@@ -265,7 +265,7 @@ def test_every_public_name_has_a_docstring() -> None:
 
 
 DIALECT_HOMES = ("engine/", "_dialects.py", "_driver.py", "_translate.py", "models/types.py")
-"""The modules that read a dialect's name (README: Layout): the capabilities table
+"""The modules that read a dialect's name (docs/design.md: the layout): the capabilities table
 (``_dialects.py``), and those that speak to drivers and types: the engine package
 (URLs, SQLite set-up, pool settings), driver SQL's per-driver hooks, error
 translation and column types. A path ending in ``/`` is a whole package."""
