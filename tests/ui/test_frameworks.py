@@ -24,26 +24,29 @@ from agentledger import AsyncLedger, Ledger, ValidationError
 from agentledger.integrations.adk import LedgerSessionService
 from agentledger.integrations.langgraph import LedgerSaver
 from agentledger.integrations.openai_agents import LedgerSession
+from agentledger.langgraph_records import SHOWN_VALUE_BYTES
 from agentledger.ui import create_app
 
 from ._data import HOSTILE, NOW
 
 
-class Draft(TypedDict):
+class Draft(TypedDict, total=False):
     topic: str
     answer: str
+    sources: list[str]
 
 
-def _draft(state: Draft) -> dict[str, str]:
-    return {"answer": f"a draft about {state['topic']}"}
+def _draft(state: Draft) -> Draft:
+    # A list is stored apart from the checkpoint (a short text inside it).
+    return {"answer": f"a draft about {state['topic']}", "sources": ["tea.org", HOSTILE]}
 
 
-def _review(state: Draft) -> dict[str, str]:
+def _review(state: Draft) -> Draft:
     approved = interrupt({"question": "approve?", "draft": state["answer"]})
     return {"answer": state["answer"] + (" (approved)" if approved else "")}
 
 
-def _outline(state: Draft) -> dict[str, str]:
+def _outline(state: Draft) -> Draft:
     return {"topic": state["topic"].strip()}
 
 
@@ -74,7 +77,7 @@ def _langgraph_thread(url: URL) -> str:
         # A JSON value large enough to be stored compressed, still small enough to show.
         notes.append((1, "summary", ("json", json.dumps({"s": "tea " * 300}).encode())))
         # Compressed small, too large to show once decompressed: its type and size.
-        notes.append((2, "essay", ("json", json.dumps({"s": "tea " * 2000}).encode())))
+        notes.append((2, "essay", ("json", json.dumps({"s": "tea " * 5000}).encode())))
         ledger.langgraph().put_writes("essay-1", "", latest, "task-json", notes)
         return ledger.sessions.get_by_key("essay-1", app_name="langgraph").id
 
@@ -187,15 +190,12 @@ def test_each_subgraph_run_of_a_langgraph_thread_is_a_namespace_with_its_own_lat
     assert f"Namespace <code>{subgraphs[0]['checkpoint_ns']}</code>" in page
 
 
-def test_langgraph_pending_writes_show_json_decoded_and_other_types_as_type_and_size(
+def test_langgraph_pending_writes_show_decoded_and_large_ones_as_type_and_size(
     client: TestClient, made: dict[str, str]
 ) -> None:
     view = client.get(f"/sessions/{made['langgraph']}.json").json()["langgraph"]
     ((_, fork),) = view["namespaces"][0]["branches"]
-    (paused,), (_, replayed) = fork["branches"]
-    (interrupt_write,) = paused["interrupts"]
-    assert (interrupt_write["type"], interrupt_write["decoded"]) == ("msgpack", False)
-    assert interrupt_write["size"] > 0 and interrupt_write["value"] is None
+    _, (_, replayed) = fork["branches"]
     (note,) = [w for w in replayed["writes"] if w["channel"] == "notes"]
     assert (note["decoded"], note["value"]) == (True, {"n": 1})
     (summary,) = [w for w in replayed["writes"] if w["channel"] == "summary"]
@@ -203,9 +203,79 @@ def test_langgraph_pending_writes_show_json_decoded_and_other_types_as_type_and_
     assert summary["value"] == {"s": "tea " * 300}
     (essay,) = [w for w in replayed["writes"] if w["channel"] == "essay"]
     assert (essay["type"], essay["decoded"], essay["value"]) == ("json+zlib", False, None)
-    assert essay["size"] < 4096
+    assert essay["size"] < SHOWN_VALUE_BYTES  # stored small, too large once decompressed
     page = client.get(f"/sessions/{made['langgraph']}").text
-    assert re.search(r"msgpack · \d+ B", page) and "&#34;n&#34;: 1" in page
+    assert re.search(r"json\+zlib · \d+ B", page) and "&#34;n&#34;: 1" in page
+
+
+def test_a_langgraph_interrupt_shows_the_question_it_asks(
+    client: TestClient, made: dict[str, str]
+) -> None:
+    view = client.get(f"/sessions/{made['langgraph']}.json").json()["langgraph"]
+    ((_, fork),) = view["namespaces"][0]["branches"]
+    (paused,), _ = fork["branches"]
+    (interrupt_write,) = paused["interrupts"]
+    assert (interrupt_write["type"], interrupt_write["decoded"]) == ("msgpack", True)
+    ((ask,),) = [interrupt_write["asks"]]
+    assert ask == {
+        "question": "approve?",
+        "value": {"question": "approve?", "draft": "a draft about tea"},
+    }
+    page = client.get(f"/sessions/{made['langgraph']}").text
+    assert '<q class="question">approve?</q>' in page
+
+
+def test_a_langgraph_thread_paused_at_an_interrupt_reads_paused_not_active(
+    client: TestClient, made: dict[str, str]
+) -> None:
+    answer = client.get(f"/sessions/{made['langgraph']}.json").json()
+    assert (answer["session"]["status"], answer["session"]["shown_status"]) == ("active", "paused")
+    paused = answer["langgraph"]["paused"]
+    assert paused["checkpoint_id"] == answer["langgraph"]["namespaces"][0]["latest"]
+    assert [ask["question"] for ask in paused["interrupts"]] == ["approve?"]
+    page = client.get(f"/sessions/{made['langgraph']}").text
+    assert 'class="status status-paused">paused at an interrupt<' in page
+    assert "status-active" not in page
+
+
+def test_each_langgraph_checkpoint_shows_the_graphs_state_decoded(
+    client: TestClient, made: dict[str, str]
+) -> None:
+    view = client.get(f"/sessions/{made['langgraph']}.json").json()["langgraph"]
+    ((first, fork),) = view["namespaces"][0]["branches"]
+    assert first["state"] == []  # the input is in LangGraph's own __start__ channel
+    assert fork["state"] == [{"channel": "topic", "decoded": True, "value": "tea"}]
+    (paused,), _ = fork["branches"]
+    state = {v["channel"]: v["value"] for v in paused["state"] if v["decoded"]}
+    assert state == {
+        "answer": "a draft about tea",
+        "sources": ["tea.org", HOSTILE],
+        "topic": "tea",
+    }
+    assert view["paused"]["state"] == paused["state"]
+
+
+def test_a_langgraph_state_value_is_escaped(client: TestClient, made: dict[str, str]) -> None:
+    page = client.get(f"/sessions/{made['langgraph']}").text
+    assert "<script>" not in page and "<img" not in page
+    assert "&lt;script&gt;alert(\\&#34;x\\&#34;)&lt;/script&gt;" in page
+
+
+def test_a_langgraph_thread_is_titled_by_its_thread_id_and_counts_its_checkpoints(
+    client: TestClient, made: dict[str, str]
+) -> None:
+    page = client.get(f"/sessions/{made['langgraph']}").text
+    assert '<h1 class="title">essay-1</h1>' in page
+    assert "<dt>Checkpoints</dt><dd>13 in LangGraph's tables</dd>" in page
+
+
+def test_a_langgraph_thread_is_found_and_listed_by_its_thread_id(
+    client: TestClient, made: dict[str, str]
+) -> None:
+    listed = client.get("/sessions.json", params={"q": "essay-1"}).json()["sessions"]
+    assert [item["id"] for item in listed] == [made["langgraph"]]
+    page = client.get("/sessions", params={"q": "essay-1"}).text
+    assert '<td class="title"><code class="key">essay-1</code></td>' in page
 
 
 def test_openai_items_show_their_text_and_function_calls_folded_results_named_by_call(

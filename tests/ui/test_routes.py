@@ -52,6 +52,32 @@ def test_sessions_are_listed_most_recently_active_first(
     assert stamps == sorted(stamps, reverse=True)
 
 
+def test_each_listed_session_carries_its_framework_key(
+    client: TestClient, data: dict[str, str]
+) -> None:
+    answer = client.get("/sessions.json").json()
+    keys = {item["id"]: item["external_key"] for item in answer["sessions"]}
+    assert (keys[data["langgraph"]], keys[data["adk"]]) == ("thread-7", "adk-session-1")
+    assert keys[data["plain"]] is None
+
+
+def test_a_listed_session_shows_its_key_after_its_title(
+    client: TestClient, data: dict[str, str]
+) -> None:
+    page = client.get("/sessions", params={"framework": "langgraph"}).text
+    assert '<td class="title">Reset my password <code class="key">thread-7</code></td>' in page
+    adk = client.get("/sessions", params={"framework": "adk"}).text
+    assert '<td class="title">Hello from adk <code class="key">adk-session-1</code></td>' in adk
+
+
+def test_a_session_without_a_title_is_titled_by_its_key(
+    client: TestClient, data: dict[str, str]
+) -> None:
+    page = client.get(f"/sessions/{data['adk']}").text
+    assert '<h1 class="title">adk-session-1</h1>' in page
+    assert "<title>adk-session-1 · agentledger</title>" in page
+
+
 def test_each_listed_session_names_its_framework(client: TestClient, data: dict[str, str]) -> None:
     answer = client.get("/sessions.json").json()
     frameworks = {item["id"]: item["framework"] for item in answer["sessions"]}
@@ -86,9 +112,30 @@ def test_search_finds_title_or_opening_message_ignoring_case(
     assert ids(by_opening) == [data["adk"]]
 
 
+def test_search_finds_a_session_by_its_framework_key_ignoring_case(
+    client: TestClient, data: dict[str, str]
+) -> None:
+    by_thread_id = client.get("/sessions.json", params={"q": "thread-7"}).json()
+    assert ids(by_thread_id) == [data["langgraph"]]
+    by_adk_id = client.get("/sessions.json", params={"q": "ADK-SESSION-1"}).json()
+    assert ids(by_adk_id) == [data["adk"]]
+
+
+def test_search_finds_a_session_by_its_agentledger_id(
+    client: TestClient, data: dict[str, str]
+) -> None:
+    assert ids(client.get("/sessions.json", params={"q": data["langgraph"]}).json()) == [
+        data["langgraph"]
+    ]
+    assert ids(client.get("/sessions.json", params={"q": "trip-lisbon"}).json()) == [data["plain"]]
+
+
 def test_search_takes_like_wildcards_literally(client: TestClient, data: dict[str, str]) -> None:
-    assert ids(client.get("/sessions.json", params={"q": "100%"}).json()) == []
+    assert ids(client.get("/sessions.json", params={"q": "1%0"}).json()) == []
     assert ids(client.get("/sessions.json", params={"q": "r_fund"}).json()) == []
+    assert ids(client.get("/sessions.json", params={"q": "100%_s"}).json()) == [
+        data["openai-agents"]
+    ]
     assert ids(client.get("/sessions.json", params={"q": "order 42"}).json()) == [
         data["openai-agents"]
     ]
@@ -149,6 +196,34 @@ def test_the_session_page_shows_the_conversation_with_tool_calls_folded(
         r'<details class="tool-call kind-call"><summary>tool call <code>museum_search</code>'
         r' <span class="dim">call-1</span></summary><pre>\{\}</pre>',
         page,
+    )
+
+
+def test_a_tool_call_kept_in_a_messages_metadata_is_shown_folded(
+    client: TestClient, data: dict[str, str]
+) -> None:
+    messages = client.get(f"/sessions/{data['tool-in-metadata']}.json").json()["messages"]
+    assert messages[1]["tools"] == [
+        {"kind": "call", "name": "museum_search", "call_id": "call-1", "body": {"day": 1}}
+    ]
+    page = client.get(f"/sessions/{data['tool-in-metadata']}").text
+    assert '<summary>tool call <code>museum_search</code> <span class="dim">call-1' in page
+
+
+def test_a_tool_result_named_by_its_metadata_shows_as_the_result_of_that_call(
+    client: TestClient, data: dict[str, str]
+) -> None:
+    messages = client.get(f"/sessions/{data['tool-in-metadata']}.json").json()["messages"]
+    assert (messages[2]["text"], messages[2]["tools"]) == (
+        "",
+        [
+            {
+                "kind": "result",
+                "name": "museum_search",
+                "call_id": "call-1",
+                "body": "Open on day 1: MAAT",
+            }
+        ],
     )
 
 
