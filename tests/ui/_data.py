@@ -130,6 +130,9 @@ def fill(ledger: Ledger) -> dict[str, str]:
             ),
         ],
     )
+    # A step that recorded no end (so no duration), before the usage tests' week.
+    untimed = NewStep(kind="model", model="demo", started_at=datetime(2026, 11, 20, 10, tzinfo=UTC))
+    ledger.steps.append(asked.id, untimed)
     ids["tool-in-metadata"] = asked.id
 
     frameworks = {

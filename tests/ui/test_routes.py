@@ -15,6 +15,7 @@ from starlette.testclient import TestClient
 from agentledger import Ledger, ValidationError
 from agentledger.ui import create_app
 from agentledger.ui.security import CONTENT_SECURITY_POLICY, TOKEN_COOKIE
+from agentledger.ui.views import axis_ticks, compact
 
 from ._data import HOSTILE, NOW, Clock, fill
 
@@ -345,6 +346,45 @@ def test_the_usage_page_draws_svg_charts_with_the_numbers_beside(client: TestCli
     page = client.get("/usage", params={"days": "7"}).text
     assert page.count("<svg") == 3
     assert "<td>m-big</td>" in page and ">1,000</td>" in page
+
+
+def test_the_per_day_chart_has_a_token_axis_of_round_numbers(client: TestClient) -> None:
+    chart = client.get("/usage.json", params={"days": "7"}).json()["day_chart"]
+    assert [tick["label"] for tick in chart["ticks"]] == ["0", "200", "400", "600", "800", "1,000"]
+    (tallest,) = [bar for bar in chart["bars"] if bar["tokens"] == 1_000]
+    assert (tallest["y"], tallest["y"] + tallest["height"]) == (chart["top"], chart["bottom"])
+    page = client.get("/usage", params={"days": "7"}).text
+    assert re.search(r'<text class="tick"[^>]*>1,000</text>', page)
+
+
+def test_the_per_day_chart_labels_its_dates_up_to_the_last_day(client: TestClient) -> None:
+    week = client.get("/usage.json", params={"days": "7"}).json()["day_chart"]["dates"]
+    assert [d["label"] for d in week] == [f"Nov {day}" for day in range(22, 29)]
+    month = client.get("/usage.json", params={"days": "30"}).json()["day_chart"]["dates"]
+    assert len(month) <= 8 and month[-1]["label"] == "Nov 28"
+    page = client.get("/usage", params={"days": "30"}).text
+    assert re.search(r'<text class="date"[^>]*>Nov 28</text>', page)
+
+
+@pytest.mark.parametrize(
+    ("largest", "ticks"),
+    [(0, [0, 1]), (3, [0, 1, 2, 3]), (7, [0, 2, 4, 6, 8]), (1_001, [0, 500, 1_000, 1_500])],
+)
+def test_axis_ticks_are_round_steps_up_past_the_largest(largest: int, ticks: list[int]) -> None:
+    assert axis_ticks(largest) == ticks
+
+
+def test_large_axis_labels_are_compact() -> None:
+    assert [compact(n) for n in (950, 9_500, 95_000, 1_500_000)] == ["950", "9,500", "95k", "1.5M"]
+
+
+def test_a_steps_timeline_is_left_out_when_no_step_recorded_its_end(
+    client: TestClient, data: dict[str, str]
+) -> None:
+    assert client.get(f"/sessions/{data['plain']}.json").json()["steps"]["timed"]
+    untimed = client.get(f"/sessions/{data['tool-in-metadata']}").text
+    assert '<table class="steps">' in untimed
+    assert "Timeline (" not in untimed and "<svg" not in untimed
 
 
 def test_a_period_the_usage_page_does_not_offer_is_a_400(client: TestClient) -> None:

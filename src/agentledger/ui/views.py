@@ -369,9 +369,10 @@ def _collect(value: Any, texts: list[str], calls: list[Any], *, depth: int) -> N
 
 def timeline(steps: list[Step]) -> dict[str, Any]:
     """The steps as a timeline: each with its offset and duration as fractions of the
-    span from the first start to the last end (for the bars), model and tokens."""
+    span from the first start to the last end (for the bars), model and tokens;
+    ``timed``: whether any step recorded when it ended (else bars would say nothing)."""
     if not steps:
-        return {"span_seconds": 0.0, "items": []}
+        return {"span_seconds": 0.0, "items": [], "timed": False}
     start = min(step.started_at for step in steps)
     end = max(step.ended_at or step.started_at for step in steps)
     span = max((end - start).total_seconds(), 1e-6)
@@ -386,7 +387,8 @@ def timeline(steps: list[Step]) -> dict[str, Any]:
                 "width": (took or 0.0) / span,
             }
         )
-    return {"span_seconds": span, "items": items}
+    timed = any(item["duration_seconds"] is not None for item in items)
+    return {"span_seconds": span, "items": items, "timed": timed}
 
 
 def checkpoint_tree(checkpoints: list[CheckpointInfo], *, latest: str | None) -> dict[str, Any]:
@@ -633,9 +635,85 @@ async def usage_page(ledger: AsyncLedger, period: UsagePeriod) -> dict[str, Any]
         },
         "total_tokens": sum(group.usage.total_tokens for group in days),
         "per_day": _bars(filled),
+        "day_chart": day_chart(filled),
         "per_model": _bars(models),
         "per_user": _bars(users),
     }
+
+
+CHART_WIDTH, CHART_HEIGHT = 720, 200
+"""The per-day chart's size in SVG units (drawn at that size: text keeps its shape)."""
+_PLOT_LEFT, _PLOT_RIGHT, _PLOT_TOP, _PLOT_BOTTOM = 64, 712, 12, 172
+"""The plot area inside the chart: room on the left for the token axis, below for dates."""
+_MOST_DATE_LABELS = 8
+
+
+def day_chart(days: list[UsageGroup]) -> dict[str, Any]:
+    """Tokens per day as an SVG bar chart's geometry: the plot area, a bar per day
+    (``x``, ``y``, ``width``, ``height``, its day and tokens), the token axis's ticks
+    (round numbers from 0 up past the largest day, each with its ``y`` and label) and
+    the date labels under the bars (at most eight, evenly spaced, the last day always
+    one)."""
+    ticks = axis_ticks(max((day.usage.total_tokens for day in days), default=0))
+    top, height = ticks[-1], _PLOT_BOTTOM - _PLOT_TOP
+    slot = (_PLOT_RIGHT - _PLOT_LEFT) / max(len(days), 1)
+
+    def y(tokens: int) -> float:
+        return round(_PLOT_BOTTOM - tokens / top * height, 1)
+
+    bars = [
+        {
+            "day": day.key,
+            "tokens": day.usage.total_tokens,
+            "x": round(_PLOT_LEFT + n * slot + slot * 0.15, 1),
+            "width": round(slot * 0.7, 1),
+            "y": y(day.usage.total_tokens),
+            "height": round(_PLOT_BOTTOM - y(day.usage.total_tokens), 1),
+        }
+        for n, day in enumerate(days)
+    ]
+    every = -(-len(days) // _MOST_DATE_LABELS)  # ceil
+    labelled = range(len(days) - 1, -1, -every)  # counted back from the last day
+    return {
+        "width": CHART_WIDTH,
+        "height": CHART_HEIGHT,
+        "left": _PLOT_LEFT,
+        "right": _PLOT_RIGHT,
+        "top": _PLOT_TOP,
+        "bottom": _PLOT_BOTTOM,
+        "bars": bars,
+        "ticks": [{"y": y(tick), "label": compact(tick)} for tick in ticks],
+        "dates": [
+            {
+                "x": round(_PLOT_LEFT + (n + 0.5) * slot, 1),
+                "label": datetime.fromisoformat(str(days[n].key)).strftime("%b %-d"),
+            }
+            for n in sorted(labelled)
+        ],
+    }
+
+
+def compact(number: int) -> str:
+    """A token count as an axis label: ``950``, ``9,500``, ``95k``, ``1.5M``."""
+    if number >= 1_000_000:
+        return f"{number / 1_000_000:.4g}M"
+    if number >= 10_000:
+        return f"{number / 1_000:.4g}k"
+    return f"{number:,}"
+
+
+def axis_ticks(largest: int) -> list[int]:
+    """Round tick values from 0 to the first at or above ``largest``: a step of 1, 2 or
+    5 times a power of ten, at most five steps (``[0, 1]`` when all is zero)."""
+    if largest <= 0:
+        return [0, 1]
+    step = 1
+    while -(-largest // step) > 5:
+        for factor in (2, 5 / 2, 2):  # 1 -> 2 -> 5 -> 10
+            step = int(step * factor)
+            if -(-largest // step) <= 5:
+                break
+    return list(range(0, -(-largest // step) * step + 1, step))
 
 
 def _bars(groups: list[UsageGroup]) -> list[dict[str, Any]]:
