@@ -26,6 +26,7 @@ from agentledger.integrations.langgraph import LedgerSaver
 from agentledger.integrations.openai_agents import LedgerSession
 from agentledger.langgraph_records import SHOWN_VALUE_BYTES
 from agentledger.ui import create_app
+from agentledger.ui.views import interrupt_asks
 
 from ._data import HOSTILE, NOW
 
@@ -220,9 +221,10 @@ def test_a_langgraph_interrupt_shows_the_question_it_asks(
     assert ask == {
         "question": "approve?",
         "value": {"question": "approve?", "draft": "a draft about tea"},
+        "more": True,
     }
     page = client.get(f"/sessions/{made['langgraph']}").text
-    assert '<q class="question">approve?</q>' in page
+    assert '<q class="question">approve?</q><pre>' in page
 
 
 def test_a_langgraph_thread_paused_at_an_interrupt_reads_paused_not_active(
@@ -243,7 +245,8 @@ def test_each_langgraph_checkpoint_shows_the_graphs_state_decoded(
 ) -> None:
     view = client.get(f"/sessions/{made['langgraph']}.json").json()["langgraph"]
     ((first, fork),) = view["namespaces"][0]["branches"]
-    assert first["state"] == []  # the input is in LangGraph's own __start__ channel
+    # The input checkpoint: the run's input, in LangGraph's own __start__ channel.
+    assert [(v["channel"], v["value"]) for v in first["state"]] == [("__start__", {"topic": "tea"})]
     assert fork["state"] == [{"channel": "topic", "decoded": True, "value": "tea"}]
     (paused,), _ = fork["branches"]
     state = {v["channel"]: v["value"] for v in paused["state"] if v["decoded"]}
@@ -253,6 +256,13 @@ def test_each_langgraph_checkpoint_shows_the_graphs_state_decoded(
         "topic": "tea",
     }
     assert view["paused"]["state"] == paused["state"]
+
+
+def test_an_interrupt_asking_only_a_question_shows_it_once() -> None:
+    (ask,) = interrupt_asks({"question": "ok?"})
+    assert (ask["question"], ask["more"]) == ("ok?", False)
+    (text,) = interrupt_asks("ok?")
+    assert (text["question"], text["more"]) == ("ok?", False)
 
 
 def test_a_langgraph_state_value_is_escaped(client: TestClient, made: dict[str, str]) -> None:

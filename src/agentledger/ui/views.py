@@ -450,6 +450,10 @@ INTERRUPT_CHANNEL = "__interrupt__"
 """The channel of LangGraph's pending writes that hold an interrupt."""
 
 
+START_CHANNEL = "__start__"
+"""The channel holding a run's input (shown on the checkpoint the input made)."""
+
+
 def is_state_channel(channel: str) -> bool:
     """Whether a LangGraph channel is the graph's state (``order``, ``messages``...)
     rather than one of LangGraph's own (``__start__``, ``branch:to:pay``...)."""
@@ -522,16 +526,18 @@ def checkpoint_state(
     row: CheckpointRow, values: dict[tuple[str, str, str], ValueRow]
 ) -> list[dict[str, Any]]:
     """The graph's state at checkpoint ``row``, channel by channel (LangGraph's own
-    channels left out): the small values kept inside the checkpoint, the others at the
-    version it names; each decoded for display, or its type and size."""
+    channels left out, but for an input checkpoint its ``__start__``: the input): the
+    small values kept inside the checkpoint, the others at the version it names; each
+    decoded for display, or its type and size."""
     inline: dict[str, Any] = {}
     if row.checkpoint is not None:
         checkpoint = decode.shown(row.type, row.checkpoint)
         stored = checkpoint.value.get("channel_values") if checkpoint.decoded else None
         inline = stored if isinstance(stored, dict) else {}
     state = []
+    given = row.metadata.get("source") == "input"
     for channel in sorted(set(row.channel_versions) | set(inline)):
-        if not is_state_channel(channel):
+        if not (is_state_channel(channel) or (given and channel == START_CHANNEL)):
             continue
         if channel in inline:
             state.append({"channel": channel, "decoded": True, "value": inline[channel]})
@@ -564,7 +570,14 @@ def interrupt_asks(value: Any) -> list[dict[str, Any]]:
             fields = item.get("fields")
             asked = fields.get("value") if isinstance(fields, dict) else None
         question = asked.get("question") if isinstance(asked, dict) else asked
-        asks.append({"question": question if isinstance(question, str) else None, "value": asked})
+        asks.append(
+            {
+                "question": question if isinstance(question, str) else None,
+                "value": asked,
+                # Shown apart from the question when it holds more than the question.
+                "more": asked != question and asked != {"question": question},
+            }
+        )
     return asks
 
 
