@@ -16,7 +16,7 @@ import pytest
 from google.adk.events import Event
 from google.genai import types
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import interrupt
+from langgraph.types import Command, interrupt
 from sqlalchemy.engine import URL
 from starlette.testclient import TestClient
 
@@ -49,6 +49,19 @@ def _review(state: Draft) -> Draft:
 
 def _outline(state: Draft) -> Draft:
     return {"topic": state["topic"].strip()}
+
+
+def _ask(state: Draft) -> Draft:
+    return {"answer": interrupt({"question": f"refund order {state['topic']}?"})}
+
+
+def _refund_graph() -> StateGraph[Draft]:
+    """One node that asks, then ends with the answer."""
+    graph = StateGraph(Draft)
+    graph.add_node("ask", _ask)
+    graph.add_edge(START, "ask")
+    graph.add_edge("ask", END)
+    return graph
 
 
 def _langgraph_thread(url: URL) -> str:
@@ -240,6 +253,17 @@ def test_a_langgraph_thread_paused_at_an_interrupt_reads_paused_not_active(
     assert "status-active" not in page
 
 
+def test_the_session_list_shows_a_thread_paused_at_an_interrupt_as_paused(
+    client: TestClient, made: dict[str, str]
+) -> None:
+    listed = client.get("/sessions.json").json()["sessions"]
+    shown = {item["id"]: (item["status"], item["shown_status"]) for item in listed}
+    assert shown[made["langgraph"]] == ("active", "paused")
+    assert shown[made["adk"]] == ("active", "active")
+    page = client.get("/sessions", params={"framework": "langgraph"}).text
+    assert 'class="status status-paused">paused at an interrupt<' in page
+
+
 def test_each_langgraph_checkpoint_shows_the_graphs_state_decoded(
     client: TestClient, made: dict[str, str]
 ) -> None:
@@ -338,3 +362,26 @@ def test_the_viewers_read_of_a_thread_refuses_a_bad_limit_naming_it(
 ) -> None:
     with Ledger(migrated_url) as ledger, pytest.raises(ValidationError, match=named):
         ledger.langgraph().session_rows(made["langgraph"], **limits)
+
+
+@pytest.mark.parametrize("ids", [["x"] * 1001, "one-id"])
+def test_the_viewers_paused_look_up_refuses_too_many_ids_or_a_bare_string(
+    migrated_url: URL, ids: Any
+) -> None:
+    with Ledger(migrated_url) as ledger, pytest.raises(ValidationError, match="session_ids"):
+        ledger.langgraph().paused(ids)
+
+
+# Last: it adds a thread to the module's database.
+def test_a_thread_is_paused_only_while_its_newest_checkpoint_holds_an_interrupt(
+    migrated_url: URL, made: dict[str, str]
+) -> None:
+    with Ledger(migrated_url) as ledger:
+        app = _refund_graph().compile(checkpointer=LedgerSaver(ledger))
+        config: Any = {"configurable": {"thread_id": "refund-paused-then-done"}}
+        app.invoke({"topic": "7"}, config)
+        thread = ledger.sessions.get_by_key("refund-paused-then-done", app_name="langgraph").id
+        asked = ledger.langgraph().paused([thread, made["langgraph"], made["adk"]])
+        app.invoke(Command(resume="approved"), config)
+        answered = ledger.langgraph().paused([thread, made["langgraph"]])
+    assert (asked, answered) == ([thread, made["langgraph"]], [made["langgraph"]])

@@ -1004,6 +1004,17 @@ class AsyncLangGraphRepository:
             values=values,
         )
 
+    async def paused(self, session_ids: Sequence[str]) -> builtins.list[str]:
+        """The sessions among ``session_ids`` (threads, by session id, whatever their
+        scope; at most 1,000) paused at an interrupt: their root namespace's newest
+        checkpoint has an ``__interrupt__`` write pending. For a viewer's list, one
+        query (each thread's newest checkpoint by primary key, its writes by theirs).
+
+        Raises:
+            ValidationError: more than 1,000 ids, or one that is not text.
+        """
+        return await self._run(self._proxied.paused, session_ids)
+
     async def delete_thread(self, thread_id: str) -> bool:
         """Delete the thread: its session, with every namespace, checkpoint, value and
         write (and the session's messages, steps...); whether there was one."""

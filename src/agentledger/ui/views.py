@@ -7,6 +7,8 @@ Each page is a bounded number of indexed queries:
   status when filtered) with ``limit + 1`` rows; the framework filter (an id prefix)
   and the search (title, opening message, id or external key) are conditions on that walk, so a rare
   one reads much of the index, or PostgreSQL scans the table and sorts the matches;
+  when the page lists LangGraph threads, one more query finds those paused at an
+  interrupt (``LangGraphRepository.paused``: primary-key look-ups per thread);
 - one session: one read-only transaction of eight queries: the session row by primary
   key, its last messages, last steps, newest checkpoints (each on ``(session_id, seq)``),
   the latest checkpoint's payload (by the same index), its active grants, and its app
@@ -144,6 +146,11 @@ async def sessions_page(ledger: AsyncLedger, filters: SessionFilters) -> dict[st
     items = [
         {**item.model_dump(mode="json"), "framework": framework_of(item.id)} for item in page.items
     ]
+    threads = [item["id"] for item in items if item["framework"] == "langgraph"]
+    # A thread's session stays "active"; paused at an interrupt, the list says so.
+    paused = set(await ledger.langgraph().paused(threads)) if threads else set()
+    for item in items:
+        item["shown_status"] = "paused" if item["id"] in paused else item["status"]
     return {
         "filters": filters.query(cursor=None),
         "sessions": items,

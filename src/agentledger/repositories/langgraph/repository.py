@@ -104,10 +104,16 @@ from .values import (
     versions_of,
 )
 
+INTERRUPT_CHANNEL = "__interrupt__"
+"""The channel of the pending writes that hold a LangGraph interrupt."""
 TOUCH_EVERY = timedelta(seconds=1)
 """How far behind a thread's last write its session's ``updated_at`` may be: a write
 sets it only when it is older than this, since rewriting the session row at every
 ``put`` and ``put_writes`` cost more page writes than the checkpoint itself."""
+
+
+_NEWEST = CHECKPOINTS.alias("newest")
+"""The checkpoints again, for ``paused``'s correlated look-ups."""
 
 
 class LangGraphRepository(Repository):
@@ -644,6 +650,48 @@ class LangGraphRepository(Repository):
             else []
         )
         return SessionRows(checkpoints=found, writes=pending, more=more, values=stored)
+
+    @operation(writes=False)
+    def paused(self, session_ids: Sequence[str]) -> builtins.list[str]:
+        """The sessions among ``session_ids`` (threads, by session id, whatever their
+        scope; at most 1,000) paused at an interrupt: their root namespace's newest
+        checkpoint has an ``__interrupt__`` write pending. For a viewer's list, one
+        query (each thread's newest checkpoint by primary key, its writes by theirs).
+
+        Raises:
+            ValidationError: more than 1,000 ids, or one that is not text.
+        """
+        if isinstance(session_ids, str) or len(session_ids) > 1000:
+            raise ValidationError("session_ids: a list of at most 1,000 ids", path="session_ids")
+        ids = [checked_text(id, "session_id", max_length=128) for id in session_ids]
+        if not ids:
+            return []
+        newest = (
+            select(func.max(CHECKPOINTS.c.checkpoint_id))
+            .where(
+                CHECKPOINTS.c.session_id == _NEWEST.c.session_id,
+                CHECKPOINTS.c.checkpoint_ns == "",
+            )
+            .scalar_subquery()
+        )
+        held = (
+            select(WRITES.c.idx)
+            .where(
+                WRITES.c.session_id == _NEWEST.c.session_id,
+                WRITES.c.checkpoint_ns == "",
+                WRITES.c.checkpoint_id == _NEWEST.c.checkpoint_id,
+                WRITES.c.channel == INTERRUPT_CHANNEL,
+            )
+            .exists()
+        )
+        query = select(_NEWEST.c.session_id).where(
+            _NEWEST.c.session_id.in_(ids),
+            _NEWEST.c.checkpoint_ns == "",
+            _NEWEST.c.checkpoint_id == newest,
+            held,
+        )
+        found = {row.session_id for row in self._connection().execute(query)}
+        return [id for id in ids if id in found]
 
     def _session_writes(
         self, session_id: str, places: builtins.list[tuple[str, str]], most: int
