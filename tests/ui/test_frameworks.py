@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import pickle
 import re
 from collections.abc import Iterator
 from typing import Any, TypedDict
@@ -92,6 +93,8 @@ def _langgraph_thread(url: URL) -> str:
         notes.append((1, "summary", ("json", json.dumps({"s": "tea " * 300}).encode())))
         # Compressed small, too large to show once decompressed: its type and size.
         notes.append((2, "essay", ("json", json.dumps({"s": "tea " * 5000}).encode())))
+        # What a graph with the pickle fallback on may store: never loaded.
+        notes.append((3, "pickled", ("pickle", pickle.dumps({"s": "tea"}))))
         ledger.langgraph().put_writes("essay-1", "", latest, "task-json", notes)
         return ledger.sessions.get_by_key("essay-1", app_name="langgraph").id
 
@@ -220,6 +223,21 @@ def test_langgraph_pending_writes_show_decoded_and_large_ones_as_type_and_size(
     assert essay["size"] < SHOWN_VALUE_BYTES  # stored small, too large once decompressed
     page = client.get(f"/sessions/{made['langgraph']}").text
     assert re.search(r"json\+zlib · \d+ B", page) and "&#34;n&#34;: 1" in page
+
+
+def test_a_pickled_langgraph_value_never_leaves_the_database_and_shows_type_and_size(
+    migrated_url: URL, client: TestClient, made: dict[str, str]
+) -> None:
+    with Ledger(migrated_url) as ledger:
+        rows = ledger.langgraph().session_rows(made["langgraph"])
+    (stored,) = [w for w in rows.writes if w.channel == "pickled"]
+    assert (stored.type, stored.value) == ("pickle", None)
+    view = client.get(f"/sessions/{made['langgraph']}.json").json()["langgraph"]
+    ((_, fork),) = view["namespaces"][0]["branches"]
+    _, (_, replayed) = fork["branches"]
+    (pickled,) = [w for w in replayed["writes"] if w["channel"] == "pickled"]
+    assert (pickled["type"], pickled["decoded"], pickled["value"]) == ("pickle", False, None)
+    assert pickled["size"] == stored.size > 0
 
 
 def test_a_langgraph_interrupt_shows_the_question_it_asks(

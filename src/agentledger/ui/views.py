@@ -535,7 +535,7 @@ def checkpoint_state(
     """The graph's state at checkpoint ``row``, channel by channel (LangGraph's own
     channels left out, but for an input checkpoint its ``__start__``: the input): the
     small values kept inside the checkpoint, the others at the version it names; each
-    decoded for display, or its type and size."""
+    decoded for display, or its type and size (``type`` None: its value was not read)."""
     inline: dict[str, Any] = {}
     if row.checkpoint is not None:
         checkpoint = decode.shown(row.type, row.checkpoint)
@@ -550,7 +550,10 @@ def checkpoint_state(
             state.append({"channel": channel, "decoded": True, "value": inline[channel]})
             continue
         found = values.get((row.checkpoint_ns, channel, row.channel_versions[channel]))
-        if found is None or found.type == "empty":
+        if found is None:  # kept inside a checkpoint too large to read, or past the limit
+            state.append({"channel": channel, "decoded": False, "value": None, "type": None})
+            continue
+        if found.type == "empty":
             continue
         value = decode.shown(found.type, found.value)
         state.append(
