@@ -1008,7 +1008,8 @@ class AsyncLangGraphRepository:
         """The sessions among ``session_ids`` (threads, by session id, whatever their
         scope; at most 1,000) paused at an interrupt: their root namespace's newest
         checkpoint has an ``__interrupt__`` write pending. For a viewer's list, one
-        query (each thread's newest checkpoint by primary key, its writes by theirs).
+        query of primary-key probes per thread (its session, its newest root
+        checkpoint, the writes on it), whatever the thread's length.
 
         Raises:
             ValidationError: more than 1,000 ids, or one that is not text.

@@ -112,10 +112,6 @@ sets it only when it is older than this, since rewriting the session row at ever
 ``put`` and ``put_writes`` cost more page writes than the checkpoint itself."""
 
 
-_NEWEST = CHECKPOINTS.alias("newest")
-"""The checkpoints again, for ``paused``'s correlated look-ups."""
-
-
 class LangGraphRepository(Repository):
     """The single implementation of the LangGraph checkpoint operations, for the threads
     of one scope (``app_name``, ``user_id``: the scope of their sessions' keys)."""
@@ -656,7 +652,8 @@ class LangGraphRepository(Repository):
         """The sessions among ``session_ids`` (threads, by session id, whatever their
         scope; at most 1,000) paused at an interrupt: their root namespace's newest
         checkpoint has an ``__interrupt__`` write pending. For a viewer's list, one
-        query (each thread's newest checkpoint by primary key, its writes by theirs).
+        query of primary-key probes per thread (its session, its newest root
+        checkpoint, the writes on it), whatever the thread's length.
 
         Raises:
             ValidationError: more than 1,000 ids, or one that is not text.
@@ -666,30 +663,28 @@ class LangGraphRepository(Repository):
         ids = [checked_text(id, "session_id", max_length=128) for id in session_ids]
         if not ids:
             return []
+        # Driven by the sessions' primary key: per thread, one backward probe of the
+        # checkpoints' primary key for the newest root checkpoint, then its writes'.
+        thread = SESSIONS.c.id
         newest = (
-            select(func.max(CHECKPOINTS.c.checkpoint_id))
-            .where(
-                CHECKPOINTS.c.session_id == _NEWEST.c.session_id,
-                CHECKPOINTS.c.checkpoint_ns == "",
-            )
+            select(CHECKPOINTS.c.checkpoint_id)
+            .where(CHECKPOINTS.c.session_id == thread, CHECKPOINTS.c.checkpoint_ns == "")
+            .order_by(CHECKPOINTS.c.checkpoint_id.desc())
+            .limit(1)
+            .correlate(SESSIONS)  # two levels down: not found by auto-correlation
             .scalar_subquery()
         )
         held = (
             select(WRITES.c.idx)
             .where(
-                WRITES.c.session_id == _NEWEST.c.session_id,
+                WRITES.c.session_id == thread,
                 WRITES.c.checkpoint_ns == "",
-                WRITES.c.checkpoint_id == _NEWEST.c.checkpoint_id,
+                WRITES.c.checkpoint_id == newest,
                 WRITES.c.channel == INTERRUPT_CHANNEL,
             )
             .exists()
         )
-        query = select(_NEWEST.c.session_id).where(
-            _NEWEST.c.session_id.in_(ids),
-            _NEWEST.c.checkpoint_ns == "",
-            _NEWEST.c.checkpoint_id == newest,
-            held,
-        )
+        query = select(thread.label("session_id")).where(thread.in_(ids), held)
         found = {row.session_id for row in self._connection().execute(query)}
         return [id for id in ids if id in found]
 
