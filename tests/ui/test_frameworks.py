@@ -373,7 +373,12 @@ def test_adk_events_show_their_text_and_function_call_and_response_folded(
 
 
 @pytest.mark.parametrize(
-    ("limits", "named"), [({"checkpoints": -1}, "checkpoints"), ({"writes": 10**9}, "writes")]
+    ("limits", "named"),
+    [
+        ({"checkpoints": -1}, "checkpoints"),
+        ({"writes": 10**9}, "writes"),
+        ({"values": 10**5}, "values"),
+    ],
 )
 def test_the_viewers_read_of_a_thread_refuses_a_bad_limit_naming_it(
     migrated_url: URL, made: dict[str, str], limits: dict[str, int], named: str

@@ -988,8 +988,9 @@ class AsyncLangGraphRepository:
         """The newest ``checkpoints`` checkpoints of session ``session_id`` (a thread, by
         its session id, whatever its scope) across its namespaces, up to ``writes``
         writes pending on them and up to ``values`` channel values at the versions they
-        name: for a viewer, read-only, three indexed queries (the ``(session_id,
-        checkpoint_id)`` index, then the writes' and the values' primary keys). Values
+        name (the newest checkpoints' first): for a viewer, read-only, three indexed
+        queries (the ``(session_id, checkpoint_id)`` index, then the writes' and the
+        values' primary keys). Values
         stay serialized: a type tag and bytes, the bytes only of small ``json`` and
         ``msgpack`` ones (``SHOWN_TYPES``, never a pickle).
 

@@ -618,8 +618,9 @@ class LangGraphRepository(Repository):
         """The newest ``checkpoints`` checkpoints of session ``session_id`` (a thread, by
         its session id, whatever its scope) across its namespaces, up to ``writes``
         writes pending on them and up to ``values`` channel values at the versions they
-        name: for a viewer, read-only, three indexed queries (the ``(session_id,
-        checkpoint_id)`` index, then the writes' and the values' primary keys). Values
+        name (the newest checkpoints' first): for a viewer, read-only, three indexed
+        queries (the ``(session_id, checkpoint_id)`` index, then the writes' and the
+        values' primary keys). Values
         stay serialized: a type tag and bytes, the bytes only of small ``json`` and
         ``msgpack`` ones (``SHOWN_TYPES``, never a pickle).
 
@@ -629,7 +630,7 @@ class LangGraphRepository(Repository):
         session_id = checked_text(session_id, "session_id", max_length=128)
         wanted = bounded_int(checkpoints, "checkpoints", high=10_000)
         most = bounded_int(writes, "writes", high=100_000)
-        most_values = bounded_int(values, "values", high=100_000)
+        most_values = bounded_int(values, "values", high=10_000)
         params = {"s": session_id, "n": wanted + 1}
         rows = self._connection().execute(_session_checkpoints(), params).all()
         more = len(rows) > wanted
@@ -637,9 +638,12 @@ class LangGraphRepository(Repository):
         found = [_checkpoint_row(session_id, row) for row in rows]
         places = sorted({(row.checkpoint_ns, row.checkpoint_id) for row in rows})
         pending = self._session_writes(session_id, places, most) if places and most else []
-        versions = sorted(
-            {(row.checkpoint_ns, *pair) for row in found for pair in row.channel_versions.items()}
+        # The newest checkpoints' values first; each bound parameter list stays within
+        # SQLite's 32,766 (values: 3 per version, writes: 2 per checkpoint).
+        named = (
+            (row.checkpoint_ns, *pair) for row in found for pair in row.channel_versions.items()
         )
+        versions = list(dict.fromkeys(named))[:most_values]
         stored = (
             self._session_values(session_id, versions, most_values)
             if versions and most_values
