@@ -7,7 +7,7 @@ adapter owns the serializer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
@@ -60,8 +60,13 @@ class StoredCheckpoint(NamedTuple):
     """Channel -> the version the checkpoint has (as stored: text)."""
 
 
-SHOWN_VALUE_BYTES = 4096
-"""The largest ``json``-typed value ``session_rows`` returns the bytes of (others: size)."""
+SHOWN_VALUE_BYTES = 16384
+"""The largest value (decompressed) ``session_rows`` returns the bytes of, when its type
+is one of ``SHOWN_TYPES`` (others: type and size only)."""
+SHOWN_TYPES = ("json", "msgpack")
+"""The type tags whose bytes ``session_rows`` returns: LangGraph's serializer writes
+these without pickle, so a viewer can decode them without running stored code. A
+``pickle`` value (or any other tag) is only ever described by its type and size."""
 
 
 @dataclass(frozen=True)
@@ -84,12 +89,19 @@ class CheckpointRow:
     """The serialized checkpoint's size in bytes, as stored."""
     created_at: datetime
     """When it was stored."""
+    channel_versions: dict[str, str] = field(default_factory=dict)
+    """Channel -> the version it has at this checkpoint (its value: the ``ValueRow``
+    of that version, or the checkpoint's own inline values)."""
+    checkpoint: bytes | None = None
+    """The serialized checkpoint (decompressed) when of a ``SHOWN_TYPES`` type and at
+    most ``SHOWN_VALUE_BYTES``: it holds the small channel values inline."""
 
 
 @dataclass(frozen=True)
 class WriteRow:
-    """A pending write as a viewer lists it: the value's bytes only when it is ``json``
-    and at most ``SHOWN_VALUE_BYTES`` (else None: show its type and size)."""
+    """A pending write as a viewer lists it: the value's bytes only when of a
+    ``SHOWN_TYPES`` type and at most ``SHOWN_VALUE_BYTES`` (else None: show its type and
+    size)."""
 
     checkpoint_ns: str
     """The checkpoint's namespace."""
@@ -107,13 +119,35 @@ class WriteRow:
     size: int
     """The serialized value's size in bytes, as stored."""
     value: bytes | None
-    """The serialized value when small and ``json``-typed."""
+    """The serialized value (decompressed) when of a ``SHOWN_TYPES`` type and at most
+    ``SHOWN_VALUE_BYTES``."""
+
+
+@dataclass(frozen=True)
+class ValueRow:
+    """A channel's value at one version, as a viewer lists it: the bytes only when of a
+    ``SHOWN_TYPES`` type and at most ``SHOWN_VALUE_BYTES`` (else None: show its type and
+    size)."""
+
+    checkpoint_ns: str
+    """The namespace the channel belongs to."""
+    channel: str
+    """The channel."""
+    version: str
+    """The channel's version (as text)."""
+    type: str
+    """The serializer's type tag, as stored (``empty``: the channel has no value)."""
+    size: int
+    """The serialized value's size in bytes, as stored."""
+    value: bytes | None
+    """The serialized value (decompressed) when shown."""
 
 
 @dataclass(frozen=True)
 class SessionRows:
-    """A thread's newest checkpoints (newest first, across namespaces) and the pending
-    writes on them, as ``LangGraphRepository.session_rows`` reads them."""
+    """A thread's newest checkpoints (newest first, across namespaces), the pending
+    writes on them and their channel values, as ``LangGraphRepository.session_rows``
+    reads them."""
 
     checkpoints: list[CheckpointRow]
     """Newest first, at most the limit asked for."""
@@ -121,3 +155,6 @@ class SessionRows:
     """Writes pending on those checkpoints, at most the limit asked for."""
     more: bool
     """Whether the thread has older checkpoints than those read."""
+    values: list[ValueRow] = field(default_factory=list)
+    """The channel values at the versions those checkpoints name (each version once),
+    at most the limit asked for."""

@@ -54,8 +54,8 @@ def step(kind: str, *, day: int, tokens: int = 0, **fields: object) -> NewStep:
 
 
 def fill(ledger: Ledger) -> dict[str, str]:
-    """The sessions the tests expect, by role: ``plain``, ``hostile``, ``langgraph``,
-    ``openai-agents``, ``adk``; returns their ids."""
+    """The sessions the tests expect, by role: ``plain``, ``hostile``,
+    ``tool-in-metadata``, ``langgraph``, ``openai-agents``, ``adk``; returns their ids."""
     ids: dict[str, str] = {}
     trip = ledger.sessions.create(
         "trip-lisbon", app_name="travel", user_id="ada", title="Plan a trip to Lisbon"
@@ -116,6 +116,24 @@ def fill(ledger: Ledger) -> dict[str, str]:
     )
     ledger.grants.grant(hostile.id, f"tool:{HOSTILE}", granted_by=HOSTILE)
     ids["hostile"] = hostile.id
+
+    # The quickstart's shape: the model's tool call and the tool's answer in metadata.
+    asked = ledger.sessions.create("trip-planner", user_id="ada", title="Planning a trip")
+    call = {"id": "call-1", "name": "museum_search", "arguments": {"day": 1}}
+    ledger.messages.append(
+        asked,
+        [
+            NewMessage(role="user", content="Which museums are open on Monday?"),
+            NewMessage(role="assistant", content="", metadata={"tool_call": call}),
+            NewMessage(
+                role="tool", content="Open on day 1: MAAT", metadata={"tool_call_id": "call-1"}
+            ),
+        ],
+    )
+    # A step that recorded no end (so no duration), before the usage tests' week.
+    untimed = NewStep(kind="model", model="demo", started_at=datetime(2026, 11, 20, 10, tzinfo=UTC))
+    ledger.steps.append(asked.id, untimed)
+    ids["tool-in-metadata"] = asked.id
 
     frameworks = {
         "langgraph": ("support", "bob", "thread-7", "Reset my password"),

@@ -29,6 +29,7 @@ from agentledger import Ledger
 from agentledger.ui import create_app
 
 from ..databases import IN_CI
+from ..docs.test_examples import run_example
 from . import conftest
 from ._data import NOW, Clock, fill
 from .test_cli import free_port
@@ -56,6 +57,10 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     _langgraph_thread(make_url(url))
     asyncio.run(_openai_session(url))
     asyncio.run(_adk_session(url))
+    # The README's LangGraph example, run once: its thread paused at the interrupt.
+    assert "paused: refund 120 EUR for order 1042?" in run_example(
+        "langgraph_approval.py", make_url(url)
+    )
     port = free_port()
     config = uvicorn.Config(
         create_app(url, clock=lambda: NOW), host="127.0.0.1", port=port, log_level="warning"
@@ -119,7 +124,7 @@ def test_the_session_list_follows_to_a_session_with_its_checkpoint_tree(
 ) -> None:
     page.goto(f"{base_url}/sessions")
     rows = page.locator("table.sessions tbody tr")
-    assert rows.count() == 8
+    assert rows.count() == 10
     page.screenshot(path=str(screenshots / "ui-sessions.png"), full_page=True)
 
     page.get_by_role("link", name="trip-lisbon").click()
@@ -171,11 +176,11 @@ def test_hostile_content_runs_no_script(base_url: str, page: Any) -> None:
 def test_a_langgraph_thread_shows_its_namespaces_fork_and_interrupt(
     base_url: str, page: Any, screenshots: Path
 ) -> None:
-    page.goto(f"{base_url}/sessions?framework=langgraph")
+    page.goto(f"{base_url}/sessions?q=essay-1")
     page.locator("table.sessions tbody tr a").first.click()
     page.wait_for_url(f"{base_url}/sessions/langgraph.*")
     section = page.locator("#langgraph")
-    assert section.locator("h4.namespace").count() == 3  # the root namespace and two subgraph runs
+    assert section.locator("h3.namespace").count() == 3  # the root namespace and two subgraph runs
     assert section.locator(".badge.fork").first.inner_text() == "fork: 2 branches"
     assert section.locator(".badge.held").count() == 2
     page.locator("#langgraph li.latest details.lg-meta").first.evaluate("f => f.open = true")
@@ -197,4 +202,28 @@ def test_an_openai_agents_session_shows_its_function_call_folded(
     page.get_by_role("button", name="Unfold all").click()
     assert fold.get_attribute("open") is not None
     page.screenshot(path=str(screenshots / "ui-openai-agents.png"), full_page=True)
+    assert page.problems == []
+
+
+def test_a_real_langgraph_thread_paused_at_an_interrupt_shows_its_question_and_state(
+    base_url: str, page: Any, screenshots: Path
+) -> None:
+    page.goto(f"{base_url}/sessions")
+    page.get_by_placeholder("Search title, message, id or framework key").fill("refund-order-1042")
+    page.get_by_role("button", name="Filter").click()
+    page.get_by_role("link", name="langgraph.").click()
+    page.wait_for_url(f"{base_url}/sessions/langgraph.*")
+    assert page.locator("h1").inner_text() == "refund-order-1042"
+    assert page.locator("dl.facts .status").inner_text() == "paused at an interrupt"
+    paused = page.locator("#paused")
+    assert paused.locator("q.question").inner_text() == "refund 120 EUR for order 1042?"
+    state = paused.locator("dl.lg-state").inner_text()
+    assert "order" in state and '"1042"' in state and "amount" in state and "120" in state
+    assert page.locator("#langgraph ol.tree > li").count() == 3
+    undecoded = page.locator(
+        "#paused .size, #langgraph dl.lg-state .size, #langgraph .writes .size"
+    )
+    assert undecoded.count() == 0  # every value and write decoded, none as type and size
+    page.locator("#langgraph li.latest details.lg-state-fold").evaluate("f => f.open = true")
+    page.screenshot(path=str(screenshots / "viewer-langgraph-interrupt.png"), full_page=True)
     assert page.problems == []

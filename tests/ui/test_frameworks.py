@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import pickle
 import re
 from collections.abc import Iterator
 from typing import Any, TypedDict
@@ -16,7 +17,7 @@ import pytest
 from google.adk.events import Event
 from google.genai import types
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import interrupt
+from langgraph.types import Command, interrupt
 from sqlalchemy.engine import URL
 from starlette.testclient import TestClient
 
@@ -24,27 +25,44 @@ from agentledger import AsyncLedger, Ledger, ValidationError
 from agentledger.integrations.adk import LedgerSessionService
 from agentledger.integrations.langgraph import LedgerSaver
 from agentledger.integrations.openai_agents import LedgerSession
+from agentledger.langgraph_records import SHOWN_VALUE_BYTES
 from agentledger.ui import create_app
+from agentledger.ui.views import interrupt_asks
 
 from ._data import HOSTILE, NOW
 
 
-class Draft(TypedDict):
+class Draft(TypedDict, total=False):
     topic: str
     answer: str
+    sources: list[str]
 
 
-def _draft(state: Draft) -> dict[str, str]:
-    return {"answer": f"a draft about {state['topic']}"}
+def _draft(state: Draft) -> Draft:
+    # A list is stored apart from the checkpoint (a short text inside it).
+    return {"answer": f"a draft about {state['topic']}", "sources": ["tea.org", HOSTILE]}
 
 
-def _review(state: Draft) -> dict[str, str]:
+def _review(state: Draft) -> Draft:
     approved = interrupt({"question": "approve?", "draft": state["answer"]})
     return {"answer": state["answer"] + (" (approved)" if approved else "")}
 
 
-def _outline(state: Draft) -> dict[str, str]:
+def _outline(state: Draft) -> Draft:
     return {"topic": state["topic"].strip()}
+
+
+def _ask(state: Draft) -> Draft:
+    return {"answer": interrupt({"question": f"refund order {state['topic']}?"})}
+
+
+def _refund_graph() -> StateGraph[Draft]:
+    """One node that asks, then ends with the answer."""
+    graph = StateGraph(Draft)
+    graph.add_node("ask", _ask)
+    graph.add_edge(START, "ask")
+    graph.add_edge("ask", END)
+    return graph
 
 
 def _langgraph_thread(url: URL) -> str:
@@ -74,7 +92,9 @@ def _langgraph_thread(url: URL) -> str:
         # A JSON value large enough to be stored compressed, still small enough to show.
         notes.append((1, "summary", ("json", json.dumps({"s": "tea " * 300}).encode())))
         # Compressed small, too large to show once decompressed: its type and size.
-        notes.append((2, "essay", ("json", json.dumps({"s": "tea " * 2000}).encode())))
+        notes.append((2, "essay", ("json", json.dumps({"s": "tea " * 5000}).encode())))
+        # What a graph with the pickle fallback on may store: never loaded.
+        notes.append((3, "pickled", ("pickle", pickle.dumps({"s": "tea"}))))
         ledger.langgraph().put_writes("essay-1", "", latest, "task-json", notes)
         return ledger.sessions.get_by_key("essay-1", app_name="langgraph").id
 
@@ -187,15 +207,12 @@ def test_each_subgraph_run_of_a_langgraph_thread_is_a_namespace_with_its_own_lat
     assert f"Namespace <code>{subgraphs[0]['checkpoint_ns']}</code>" in page
 
 
-def test_langgraph_pending_writes_show_json_decoded_and_other_types_as_type_and_size(
+def test_langgraph_pending_writes_show_decoded_and_large_ones_as_type_and_size(
     client: TestClient, made: dict[str, str]
 ) -> None:
     view = client.get(f"/sessions/{made['langgraph']}.json").json()["langgraph"]
     ((_, fork),) = view["namespaces"][0]["branches"]
-    (paused,), (_, replayed) = fork["branches"]
-    (interrupt_write,) = paused["interrupts"]
-    assert (interrupt_write["type"], interrupt_write["decoded"]) == ("msgpack", False)
-    assert interrupt_write["size"] > 0 and interrupt_write["value"] is None
+    _, (_, replayed) = fork["branches"]
     (note,) = [w for w in replayed["writes"] if w["channel"] == "notes"]
     assert (note["decoded"], note["value"]) == (True, {"n": 1})
     (summary,) = [w for w in replayed["writes"] if w["channel"] == "summary"]
@@ -203,9 +220,114 @@ def test_langgraph_pending_writes_show_json_decoded_and_other_types_as_type_and_
     assert summary["value"] == {"s": "tea " * 300}
     (essay,) = [w for w in replayed["writes"] if w["channel"] == "essay"]
     assert (essay["type"], essay["decoded"], essay["value"]) == ("json+zlib", False, None)
-    assert essay["size"] < 4096
+    assert essay["size"] < SHOWN_VALUE_BYTES  # stored small, too large once decompressed
     page = client.get(f"/sessions/{made['langgraph']}").text
-    assert re.search(r"msgpack · \d+ B", page) and "&#34;n&#34;: 1" in page
+    assert re.search(r"json\+zlib · \d+ B", page) and "&#34;n&#34;: 1" in page
+
+
+def test_a_pickled_langgraph_value_never_leaves_the_database_and_shows_type_and_size(
+    migrated_url: URL, client: TestClient, made: dict[str, str]
+) -> None:
+    with Ledger(migrated_url) as ledger:
+        rows = ledger.langgraph().session_rows(made["langgraph"])
+    (stored,) = [w for w in rows.writes if w.channel == "pickled"]
+    assert (stored.type, stored.value) == ("pickle", None)
+    view = client.get(f"/sessions/{made['langgraph']}.json").json()["langgraph"]
+    ((_, fork),) = view["namespaces"][0]["branches"]
+    _, (_, replayed) = fork["branches"]
+    (pickled,) = [w for w in replayed["writes"] if w["channel"] == "pickled"]
+    assert (pickled["type"], pickled["decoded"], pickled["value"]) == ("pickle", False, None)
+    assert pickled["size"] == stored.size > 0
+
+
+def test_a_langgraph_interrupt_shows_the_question_it_asks(
+    client: TestClient, made: dict[str, str]
+) -> None:
+    view = client.get(f"/sessions/{made['langgraph']}.json").json()["langgraph"]
+    ((_, fork),) = view["namespaces"][0]["branches"]
+    (paused,), _ = fork["branches"]
+    (interrupt_write,) = paused["interrupts"]
+    assert (interrupt_write["type"], interrupt_write["decoded"]) == ("msgpack", True)
+    ((ask,),) = [interrupt_write["asks"]]
+    assert ask == {
+        "question": "approve?",
+        "value": {"question": "approve?", "draft": "a draft about tea"},
+        "more": True,
+    }
+    page = client.get(f"/sessions/{made['langgraph']}").text
+    assert '<q class="question">approve?</q><pre>' in page
+
+
+def test_a_langgraph_thread_paused_at_an_interrupt_reads_paused_not_active(
+    client: TestClient, made: dict[str, str]
+) -> None:
+    answer = client.get(f"/sessions/{made['langgraph']}.json").json()
+    assert (answer["session"]["status"], answer["session"]["shown_status"]) == ("active", "paused")
+    paused = answer["langgraph"]["paused"]
+    assert paused["checkpoint_id"] == answer["langgraph"]["namespaces"][0]["latest"]
+    assert [ask["question"] for ask in paused["interrupts"]] == ["approve?"]
+    page = client.get(f"/sessions/{made['langgraph']}").text
+    assert 'class="status status-paused">paused at an interrupt<' in page
+    assert "status-active" not in page
+
+
+def test_the_session_list_shows_a_thread_paused_at_an_interrupt_as_paused(
+    client: TestClient, made: dict[str, str]
+) -> None:
+    listed = client.get("/sessions.json").json()["sessions"]
+    shown = {item["id"]: (item["status"], item["shown_status"]) for item in listed}
+    assert shown[made["langgraph"]] == ("active", "paused")
+    assert shown[made["adk"]] == ("active", "active")
+    page = client.get("/sessions", params={"framework": "langgraph"}).text
+    assert 'class="status status-paused">paused at an interrupt<' in page
+
+
+def test_each_langgraph_checkpoint_shows_the_graphs_state_decoded(
+    client: TestClient, made: dict[str, str]
+) -> None:
+    view = client.get(f"/sessions/{made['langgraph']}.json").json()["langgraph"]
+    ((first, fork),) = view["namespaces"][0]["branches"]
+    # The input checkpoint: the run's input, in LangGraph's own __start__ channel.
+    assert [(v["channel"], v["value"]) for v in first["state"]] == [("__start__", {"topic": "tea"})]
+    assert fork["state"] == [{"channel": "topic", "decoded": True, "value": "tea"}]
+    (paused,), _ = fork["branches"]
+    state = {v["channel"]: v["value"] for v in paused["state"] if v["decoded"]}
+    assert state == {
+        "answer": "a draft about tea",
+        "sources": ["tea.org", HOSTILE],
+        "topic": "tea",
+    }
+    assert view["paused"]["state"] == paused["state"]
+
+
+def test_an_interrupt_asking_only_a_question_shows_it_once() -> None:
+    (ask,) = interrupt_asks({"question": "ok?"})
+    assert (ask["question"], ask["more"]) == ("ok?", False)
+    (text,) = interrupt_asks("ok?")
+    assert (text["question"], text["more"]) == ("ok?", False)
+
+
+def test_a_langgraph_state_value_is_escaped(client: TestClient, made: dict[str, str]) -> None:
+    page = client.get(f"/sessions/{made['langgraph']}").text
+    assert "<script>" not in page and "<img" not in page
+    assert "&lt;script&gt;alert(\\&#34;x\\&#34;)&lt;/script&gt;" in page
+
+
+def test_a_langgraph_thread_is_titled_by_its_thread_id_and_counts_its_checkpoints(
+    client: TestClient, made: dict[str, str]
+) -> None:
+    page = client.get(f"/sessions/{made['langgraph']}").text
+    assert '<h1 class="title">essay-1</h1>' in page
+    assert "<dt>Checkpoints</dt><dd>13 in LangGraph's tables</dd>" in page
+
+
+def test_a_langgraph_thread_is_found_and_listed_by_its_thread_id(
+    client: TestClient, made: dict[str, str]
+) -> None:
+    listed = client.get("/sessions.json", params={"q": "essay-1"}).json()["sessions"]
+    assert [item["id"] for item in listed] == [made["langgraph"]]
+    page = client.get("/sessions", params={"q": "essay-1"}).text
+    assert '<td class="title"><code class="key">essay-1</code></td>' in page
 
 
 def test_openai_items_show_their_text_and_function_calls_folded_results_named_by_call(
@@ -251,10 +373,38 @@ def test_adk_events_show_their_text_and_function_call_and_response_folded(
 
 
 @pytest.mark.parametrize(
-    ("limits", "named"), [({"checkpoints": -1}, "checkpoints"), ({"writes": 10**9}, "writes")]
+    ("limits", "named"),
+    [
+        ({"checkpoints": -1}, "checkpoints"),
+        ({"writes": 10**9}, "writes"),
+        ({"values": 10**5}, "values"),
+    ],
 )
 def test_the_viewers_read_of_a_thread_refuses_a_bad_limit_naming_it(
     migrated_url: URL, made: dict[str, str], limits: dict[str, int], named: str
 ) -> None:
     with Ledger(migrated_url) as ledger, pytest.raises(ValidationError, match=named):
         ledger.langgraph().session_rows(made["langgraph"], **limits)
+
+
+@pytest.mark.parametrize("ids", [["x"] * 1001, "one-id"])
+def test_the_viewers_paused_look_up_refuses_too_many_ids_or_a_bare_string(
+    migrated_url: URL, ids: Any
+) -> None:
+    with Ledger(migrated_url) as ledger, pytest.raises(ValidationError, match="session_ids"):
+        ledger.langgraph().paused(ids)
+
+
+# Last: it adds a thread to the module's database.
+def test_a_thread_is_paused_only_while_its_newest_checkpoint_holds_an_interrupt(
+    migrated_url: URL, made: dict[str, str]
+) -> None:
+    with Ledger(migrated_url) as ledger:
+        app = _refund_graph().compile(checkpointer=LedgerSaver(ledger))
+        config: Any = {"configurable": {"thread_id": "refund-paused-then-done"}}
+        app.invoke({"topic": "7"}, config)
+        thread = ledger.sessions.get_by_key("refund-paused-then-done", app_name="langgraph").id
+        asked = ledger.langgraph().paused([thread, made["langgraph"], made["adk"]])
+        app.invoke(Command(resume="approved"), config)
+        answered = ledger.langgraph().paused([thread, made["langgraph"]])
+    assert (asked, answered) == ([thread, made["langgraph"]], [made["langgraph"]])

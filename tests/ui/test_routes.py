@@ -15,6 +15,7 @@ from starlette.testclient import TestClient
 from agentledger import Ledger, ValidationError
 from agentledger.ui import create_app
 from agentledger.ui.security import CONTENT_SECURITY_POLICY, TOKEN_COOKIE
+from agentledger.ui.views import axis_ticks, compact
 
 from ._data import HOSTILE, NOW, Clock, fill
 
@@ -52,6 +53,32 @@ def test_sessions_are_listed_most_recently_active_first(
     assert stamps == sorted(stamps, reverse=True)
 
 
+def test_each_listed_session_carries_its_framework_key(
+    client: TestClient, data: dict[str, str]
+) -> None:
+    answer = client.get("/sessions.json").json()
+    keys = {item["id"]: item["external_key"] for item in answer["sessions"]}
+    assert (keys[data["langgraph"]], keys[data["adk"]]) == ("thread-7", "adk-session-1")
+    assert keys[data["plain"]] is None
+
+
+def test_a_listed_session_shows_its_key_after_its_title(
+    client: TestClient, data: dict[str, str]
+) -> None:
+    page = client.get("/sessions", params={"framework": "langgraph"}).text
+    assert '<td class="title">Reset my password <code class="key">thread-7</code></td>' in page
+    adk = client.get("/sessions", params={"framework": "adk"}).text
+    assert '<td class="title">Hello from adk <code class="key">adk-session-1</code></td>' in adk
+
+
+def test_a_session_without_a_title_is_titled_by_its_key(
+    client: TestClient, data: dict[str, str]
+) -> None:
+    page = client.get(f"/sessions/{data['adk']}").text
+    assert '<h1 class="title">adk-session-1</h1>' in page
+    assert "<title>adk-session-1 · agentledger</title>" in page
+
+
 def test_each_listed_session_names_its_framework(client: TestClient, data: dict[str, str]) -> None:
     answer = client.get("/sessions.json").json()
     frameworks = {item["id"]: item["framework"] for item in answer["sessions"]}
@@ -86,9 +113,30 @@ def test_search_finds_title_or_opening_message_ignoring_case(
     assert ids(by_opening) == [data["adk"]]
 
 
+def test_search_finds_a_session_by_its_framework_key_ignoring_case(
+    client: TestClient, data: dict[str, str]
+) -> None:
+    by_thread_id = client.get("/sessions.json", params={"q": "thread-7"}).json()
+    assert ids(by_thread_id) == [data["langgraph"]]
+    by_adk_id = client.get("/sessions.json", params={"q": "ADK-SESSION-1"}).json()
+    assert ids(by_adk_id) == [data["adk"]]
+
+
+def test_search_finds_a_session_by_its_agentledger_id(
+    client: TestClient, data: dict[str, str]
+) -> None:
+    assert ids(client.get("/sessions.json", params={"q": data["langgraph"]}).json()) == [
+        data["langgraph"]
+    ]
+    assert ids(client.get("/sessions.json", params={"q": "trip-lisbon"}).json()) == [data["plain"]]
+
+
 def test_search_takes_like_wildcards_literally(client: TestClient, data: dict[str, str]) -> None:
-    assert ids(client.get("/sessions.json", params={"q": "100%"}).json()) == []
+    assert ids(client.get("/sessions.json", params={"q": "1%0"}).json()) == []
     assert ids(client.get("/sessions.json", params={"q": "r_fund"}).json()) == []
+    assert ids(client.get("/sessions.json", params={"q": "100%_s"}).json()) == [
+        data["openai-agents"]
+    ]
     assert ids(client.get("/sessions.json", params={"q": "order 42"}).json()) == [
         data["openai-agents"]
     ]
@@ -149,6 +197,34 @@ def test_the_session_page_shows_the_conversation_with_tool_calls_folded(
         r'<details class="tool-call kind-call"><summary>tool call <code>museum_search</code>'
         r' <span class="dim">call-1</span></summary><pre>\{\}</pre>',
         page,
+    )
+
+
+def test_a_tool_call_kept_in_a_messages_metadata_is_shown_folded(
+    client: TestClient, data: dict[str, str]
+) -> None:
+    messages = client.get(f"/sessions/{data['tool-in-metadata']}.json").json()["messages"]
+    assert messages[1]["tools"] == [
+        {"kind": "call", "name": "museum_search", "call_id": "call-1", "body": {"day": 1}}
+    ]
+    page = client.get(f"/sessions/{data['tool-in-metadata']}").text
+    assert '<summary>tool call <code>museum_search</code> <span class="dim">call-1' in page
+
+
+def test_a_tool_result_named_by_its_metadata_shows_as_the_result_of_that_call(
+    client: TestClient, data: dict[str, str]
+) -> None:
+    messages = client.get(f"/sessions/{data['tool-in-metadata']}.json").json()["messages"]
+    assert (messages[2]["text"], messages[2]["tools"]) == (
+        "",
+        [
+            {
+                "kind": "result",
+                "name": "museum_search",
+                "call_id": "call-1",
+                "body": "Open on day 1: MAAT",
+            }
+        ],
     )
 
 
@@ -270,6 +346,45 @@ def test_the_usage_page_draws_svg_charts_with_the_numbers_beside(client: TestCli
     page = client.get("/usage", params={"days": "7"}).text
     assert page.count("<svg") == 3
     assert "<td>m-big</td>" in page and ">1,000</td>" in page
+
+
+def test_the_per_day_chart_has_a_token_axis_of_round_numbers(client: TestClient) -> None:
+    chart = client.get("/usage.json", params={"days": "7"}).json()["day_chart"]
+    assert [tick["label"] for tick in chart["ticks"]] == ["0", "200", "400", "600", "800", "1,000"]
+    (tallest,) = [bar for bar in chart["bars"] if bar["tokens"] == 1_000]
+    assert (tallest["y"], tallest["y"] + tallest["height"]) == (chart["top"], chart["bottom"])
+    page = client.get("/usage", params={"days": "7"}).text
+    assert re.search(r'<text class="tick"[^>]*>1,000</text>', page)
+
+
+def test_the_per_day_chart_labels_its_dates_up_to_the_last_day(client: TestClient) -> None:
+    week = client.get("/usage.json", params={"days": "7"}).json()["day_chart"]["dates"]
+    assert [d["label"] for d in week] == [f"Nov {day}" for day in range(22, 29)]
+    month = client.get("/usage.json", params={"days": "30"}).json()["day_chart"]["dates"]
+    assert len(month) <= 8 and month[-1]["label"] == "Nov 28"
+    page = client.get("/usage", params={"days": "30"}).text
+    assert re.search(r'<text class="date"[^>]*>Nov 28</text>', page)
+
+
+@pytest.mark.parametrize(
+    ("largest", "ticks"),
+    [(0, [0, 1]), (3, [0, 1, 2, 3]), (7, [0, 2, 4, 6, 8]), (1_001, [0, 500, 1_000, 1_500])],
+)
+def test_axis_ticks_are_round_steps_up_past_the_largest(largest: int, ticks: list[int]) -> None:
+    assert axis_ticks(largest) == ticks
+
+
+def test_large_axis_labels_are_compact() -> None:
+    assert [compact(n) for n in (950, 9_500, 95_000, 1_500_000)] == ["950", "9,500", "95k", "1.5M"]
+
+
+def test_a_steps_timeline_is_left_out_when_no_step_recorded_its_end(
+    client: TestClient, data: dict[str, str]
+) -> None:
+    assert client.get(f"/sessions/{data['plain']}.json").json()["steps"]["timed"]
+    untimed = client.get(f"/sessions/{data['tool-in-metadata']}").text
+    assert '<table class="steps">' in untimed
+    assert "Timeline (" not in untimed and "<svg" not in untimed
 
 
 def test_a_period_the_usage_page_does_not_offer_is_a_400(client: TestClient) -> None:

@@ -11,7 +11,16 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "agentledger"
-OPTIONAL = {"playwright", "uvicorn", "starlette", "jinja2", "langgraph", "agents", "google"}
+OPTIONAL = {
+    "playwright",
+    "uvicorn",
+    "starlette",
+    "jinja2",
+    "langgraph",
+    "ormsgpack",  # LangGraph's msgpack, which the viewer decodes with
+    "agents",
+    "google",
+}
 """Optional dependencies: imported inside functions so the core runs without them."""
 
 

@@ -236,8 +236,10 @@ class AsyncSessionRepository:
         ``"last_message_at"`` (the newest message's time, the caller's own where it
         gave one: a framework's last event).
         ``id_prefix`` keeps the ids that start with it (a framework's sessions:
-        ``integrations.framework_id_prefix``); ``search`` keeps the sessions whose title
-        or opening user message contains it, ignoring case. Both are conditions on the
+        ``integrations.framework_id_prefix``); ``search`` keeps the sessions whose title,
+        opening user message, id or external key (a framework's own id for it: a
+        LangGraph thread id, an ADK or OpenAI Agents session id) contains it, ignoring
+        case. Both are conditions on the
         walk of the ``updated_at`` index, not index look-ups of their own: for a prefix
         or term that few sessions match, the database reads far into that index (or,
         PostgreSQL's choice, scans the table and sorts the few matches).
@@ -981,20 +983,39 @@ class AsyncLangGraphRepository:
             yield item
 
     async def session_rows(
-        self, session_id: str, *, checkpoints: int = 200, writes: int = 500
+        self, session_id: str, *, checkpoints: int = 200, writes: int = 500, values: int = 2000
     ) -> SessionRows:
         """The newest ``checkpoints`` checkpoints of session ``session_id`` (a thread, by
-        its session id, whatever its scope) across its namespaces, and up to ``writes``
-        writes pending on them: for a viewer, read-only, two indexed queries (the
-        ``(session_id, checkpoint_id)`` index, then the writes' primary key). Values stay
-        serialized: a type tag and bytes, only small ``json`` ones included.
+        its session id, whatever its scope) across its namespaces, up to ``writes``
+        writes pending on them and up to ``values`` channel values at the versions they
+        name (the newest checkpoints' first): for a viewer, read-only, three indexed
+        queries (the ``(session_id, checkpoint_id)`` index, then the writes' and the
+        values' primary keys). Values
+        stay serialized: a type tag and bytes, the bytes only of small ``json`` and
+        ``msgpack`` ones (``SHOWN_TYPES``, never a pickle).
 
         Raises:
             ValidationError: a bad session id or limit.
         """
         return await self._run(
-            self._proxied.session_rows, session_id, checkpoints=checkpoints, writes=writes
+            self._proxied.session_rows,
+            session_id,
+            checkpoints=checkpoints,
+            writes=writes,
+            values=values,
         )
+
+    async def paused(self, session_ids: Sequence[str]) -> builtins.list[str]:
+        """The sessions among ``session_ids`` (threads, by session id, whatever their
+        scope; at most 1,000) paused at an interrupt: their root namespace's newest
+        checkpoint has an ``__interrupt__`` write pending. For a viewer's list, one
+        query of primary-key probes per thread (its session, its newest root
+        checkpoint, the writes on it), whatever the thread's length.
+
+        Raises:
+            ValidationError: more than 1,000 ids, or one that is not text.
+        """
+        return await self._run(self._proxied.paused, session_ids)
 
     async def delete_thread(self, thread_id: str) -> bool:
         """Delete the thread: its session, with every namespace, checkpoint, value and

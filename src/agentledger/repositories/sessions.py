@@ -438,8 +438,10 @@ class SessionRepository(Repository):
         ``"last_message_at"`` (the newest message's time, the caller's own where it
         gave one: a framework's last event).
         ``id_prefix`` keeps the ids that start with it (a framework's sessions:
-        ``integrations.framework_id_prefix``); ``search`` keeps the sessions whose title
-        or opening user message contains it, ignoring case. Both are conditions on the
+        ``integrations.framework_id_prefix``); ``search`` keeps the sessions whose title,
+        opening user message, id or external key (a framework's own id for it: a
+        LangGraph thread id, an ADK or OpenAI Agents session id) contains it, ignoring
+        case. Both are conditions on the
         walk of the ``updated_at`` index, not index look-ups of their own: for a prefix
         or term that few sessions match, the database reads far into that index (or,
         PostgreSQL's choice, scans the table and sorts the few matches).
@@ -623,6 +625,8 @@ def _listing(
             or_(
                 SESSIONS.c.title.ilike(term, escape="/"),
                 SESSIONS.c.preview.ilike(term, escape="/"),
+                SESSIONS.c.id.ilike(term, escape="/"),
+                SESSIONS.c.external_key.ilike(term, escape="/"),
             )
         )
     if after:

@@ -5,16 +5,18 @@ Each page is a bounded number of indexed queries:
 
 - sessions: one query, a keyset page of the ``updated_at`` index (per app, user or
   status when filtered) with ``limit + 1`` rows; the framework filter (an id prefix)
-  and the search (title or opening message) are conditions on that walk, so a rare
+  and the search (title, opening message, id or external key) are conditions on that walk, so a rare
   one reads much of the index, or PostgreSQL scans the table and sorts the matches;
+  when the page lists LangGraph threads, one more query finds those paused at an
+  interrupt (``LangGraphRepository.paused``: primary-key look-ups per thread);
 - one session: one read-only transaction of eight queries: the session row by primary
   key, its last messages, last steps, newest checkpoints (each on ``(session_id, seq)``),
   the latest checkpoint's payload (by the same index), its active grants, and its app
   and user state by primary key; ``?after=`` reads a
   window of messages instead of the last ones (the same index); a LangGraph thread's
-  checkpoints, in LangGraph's own tables, are one more read-only read of two queries
-  (``LangGraphRepository.session_rows``: the ``(session_id, checkpoint_id)`` index and
-  the writes' primary key);
+  checkpoints, in LangGraph's own tables, are one more read-only read of three queries
+  (``LangGraphRepository.session_rows``: the ``(session_id, checkpoint_id)`` index, the
+  writes' and the channel values' primary keys);
 - usage: three grouped range scans of the steps' ``(started_at, model)`` index (per
   day, per model, per user, the last joined to the sessions by primary key).
 """
@@ -35,10 +37,12 @@ from ..ids import FRAMEWORKS, Framework, framework_id_prefix, framework_of
 from ..langgraph_records import (
     CheckpointRow,
     SessionRows,
+    ValueRow,
     WriteRow,
 )
 from ..ledger import AsyncLedger
 from ..records import Checkpoint, CheckpointInfo, Message, Step, TokenUsage, UsageGroup
+from . import decode
 
 PAGE_SIZES = (25, 50, 100, 200)
 """The page sizes the sessions page offers (the first is the default)."""
@@ -130,6 +134,7 @@ class SessionFilters:
 async def sessions_page(ledger: AsyncLedger, filters: SessionFilters) -> dict[str, Any]:
     """One keyset page of sessions, most recent activity first."""
     page = await ledger.sessions.list(
+        include=["external_key"],
         app_name=filters.app,
         user_id=filters.user,
         status=filters.status,
@@ -141,6 +146,11 @@ async def sessions_page(ledger: AsyncLedger, filters: SessionFilters) -> dict[st
     items = [
         {**item.model_dump(mode="json"), "framework": framework_of(item.id)} for item in page.items
     ]
+    threads = [item["id"] for item in items if item["framework"] == "langgraph"]
+    # A thread's session stays "active"; paused at an interrupt, the list says so.
+    paused = set(await ledger.langgraph().paused(threads)) if threads else set()
+    for item in items:
+        item["shown_status"] = "paused" if item["id"] in paused else item["status"]
     return {
         "filters": filters.query(cursor=None),
         "sessions": items,
@@ -183,6 +193,9 @@ async def session_page(ledger: AsyncLedger, id: str, *, after: int | None = None
         threads = langgraph_threads(
             await ledger.langgraph().session_rows(record.id, checkpoints=CHECKPOINTS_SHOWN)
         )
+    # A LangGraph thread's session stays "active" (LangGraph has no notion of a run's
+    # end); paused at an interrupt, it says so.
+    session["shown_status"] = "paused" if threads and threads["paused"] else record.status
     return {
         "session": session,
         "messages": named_results([message_view(message) for message in messages]),
@@ -243,12 +256,34 @@ def message_view(message: Message) -> dict[str, Any]:
     with ``parts``: ``text``, ``function_call``, ``function_response``), so text and
     tool calls are looked for, and the whole content is always there too."""
     text, calls = _text_and_calls(message.content)
+    tools = [tool_view(call) for call in calls]
+    if not calls:
+        text, tools = _tools_in_metadata(message, text)
     return {
         **message.model_dump(mode="json"),
         "text": text,
         "tool_calls": calls,
-        "tools": [tool_view(call) for call in calls],
+        "tools": tools,
     }
+
+
+def _tools_in_metadata(message: Message, text: str) -> tuple[str, list[dict[str, Any]]]:
+    """The text and tools of a message whose content has no tool call, from its
+    metadata as agentledger's own examples store them: the calls a model asked for in
+    ``tool_call`` / ``tool_calls``; a tool's result, its content, named by
+    ``tool_call_id`` (the result then is the message: no separate text)."""
+    metadata = message.metadata
+    calls: list[Any] = []
+    for key in ("tool_call", "tool_calls"):
+        found = metadata.get(key)
+        if found:
+            calls.extend(found if isinstance(found, list) else [found])
+    tools = [tool_view(call) for call in calls]
+    call_id = metadata.get("tool_call_id")
+    if isinstance(call_id, str):
+        result = tool_view({"type": "tool_result", "call_id": call_id, "output": message.content})
+        return "", [*tools, result]
+    return text, tools
 
 
 def named_results(views: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -341,9 +376,10 @@ def _collect(value: Any, texts: list[str], calls: list[Any], *, depth: int) -> N
 
 def timeline(steps: list[Step]) -> dict[str, Any]:
     """The steps as a timeline: each with its offset and duration as fractions of the
-    span from the first start to the last end (for the bars), model and tokens."""
+    span from the first start to the last end (for the bars), model and tokens;
+    ``timed``: whether any step recorded when it ended (else bars would say nothing)."""
     if not steps:
-        return {"span_seconds": 0.0, "items": []}
+        return {"span_seconds": 0.0, "items": [], "timed": False}
     start = min(step.started_at for step in steps)
     end = max(step.ended_at or step.started_at for step in steps)
     span = max((end - start).total_seconds(), 1e-6)
@@ -358,7 +394,8 @@ def timeline(steps: list[Step]) -> dict[str, Any]:
                 "width": (took or 0.0) / span,
             }
         )
-    return {"span_seconds": span, "items": items}
+    timed = any(item["duration_seconds"] is not None for item in items)
+    return {"span_seconds": span, "items": items, "timed": timed}
 
 
 def checkpoint_tree(checkpoints: list[CheckpointInfo], *, latest: str | None) -> dict[str, Any]:
@@ -420,18 +457,32 @@ INTERRUPT_CHANNEL = "__interrupt__"
 """The channel of LangGraph's pending writes that hold an interrupt."""
 
 
+START_CHANNEL = "__start__"
+"""The channel holding a run's input (shown on the checkpoint the input made)."""
+
+
+def is_state_channel(channel: str) -> bool:
+    """Whether a LangGraph channel is the graph's state (``order``, ``messages``...)
+    rather than one of LangGraph's own (``__start__``, ``branch:to:pay``...)."""
+    return not channel.startswith("__") and ":" not in channel
+
+
 def langgraph_threads(rows: SessionRows) -> dict[str, Any]:
     """A LangGraph thread's checkpoints (from its own tables) as a tree per namespace:
-    parent ids, forks, the latest of each namespace, metadata (step, source, writes)
-    and the pending writes on each (interrupts apart). Values stay as stored: a
-    ``json``-typed one decoded, any other as its type and size."""
+    parent ids, forks, the latest of each namespace, metadata (step, source, writes),
+    the graph's state at each checkpoint and the pending writes on each (interrupts
+    apart, with what each asks). Values are decoded for display (``decode``): JSON and
+    msgpack ones as JSON, any other as its type and size; ``paused``: the interrupts the
+    thread waits on (those on the root namespace's latest checkpoint), else None."""
     writes: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for write in rows.writes:
         writes.setdefault((write.checkpoint_ns, write.checkpoint_id), []).append(_write_view(write))
+    values = {(value.checkpoint_ns, value.channel, value.version): value for value in rows.values}
     by_namespace: dict[str, list[CheckpointRow]] = {}
     for row in reversed(rows.checkpoints):  # oldest first
         by_namespace.setdefault(row.checkpoint_ns, []).append(row)
     namespaces = []
+    paused = None
     for ns in sorted(by_namespace):
         items = by_namespace[ns]
         latest = items[-1].checkpoint_id
@@ -449,39 +500,110 @@ def langgraph_threads(rows: SessionRows) -> dict[str, Any]:
                 "metadata_writes": row.metadata.get("writes"),
                 "metadata": row.metadata,
                 "latest": row.checkpoint_id == latest,
+                "state": checkpoint_state(row, values),
                 "writes": [w for w in pending if w["channel"] != INTERRUPT_CHANNEL],
                 "interrupts": [w for w in pending if w["channel"] == INTERRUPT_CHANNEL],
             }
 
-        namespaces.append(
+        tree = branches(
+            items,
+            ref=lambda row: row.checkpoint_id,
+            parent=lambda row: row.parent_checkpoint_id,
+            node=node,
+        )
+        namespaces.append({"checkpoint_ns": ns, "latest": latest, "count": len(items)})
+        namespaces[-1]["branches"] = tree
+        if ns == "":
+            held = [w for w in writes.get((ns, latest), []) if w["channel"] == INTERRUPT_CHANNEL]
+            if held:
+                paused = {
+                    "checkpoint_id": latest,
+                    "interrupts": [ask for write in held for ask in write["asks"]],
+                    "state": checkpoint_state(items[-1], values),
+                }
+    return {
+        "count": len(rows.checkpoints),
+        "more": rows.more,
+        "paused": paused,
+        "namespaces": namespaces,
+    }
+
+
+def checkpoint_state(
+    row: CheckpointRow, values: dict[tuple[str, str, str], ValueRow]
+) -> list[dict[str, Any]]:
+    """The graph's state at checkpoint ``row``, channel by channel (LangGraph's own
+    channels left out, but for an input checkpoint its ``__start__``: the input): the
+    small values kept inside the checkpoint, the others at the version it names; each
+    decoded for display, or its type and size (``type`` None: its value was not read)."""
+    inline: dict[str, Any] = {}
+    if row.checkpoint is not None:
+        checkpoint = decode.shown(row.type, row.checkpoint)
+        stored = checkpoint.value.get("channel_values") if checkpoint.decoded else None
+        inline = stored if isinstance(stored, dict) else {}
+    state = []
+    given = row.metadata.get("source") == "input"
+    for channel in sorted(set(row.channel_versions) | set(inline)):
+        if not (is_state_channel(channel) or (given and channel == START_CHANNEL)):
+            continue
+        if channel in inline:
+            state.append({"channel": channel, "decoded": True, "value": inline[channel]})
+            continue
+        found = values.get((row.checkpoint_ns, channel, row.channel_versions[channel]))
+        if found is None:  # kept inside a checkpoint too large to read, or past the limit
+            state.append({"channel": channel, "decoded": False, "value": None, "type": None})
+            continue
+        if found.type == "empty":
+            continue
+        value = decode.shown(found.type, found.value)
+        state.append(
             {
-                "checkpoint_ns": ns,
-                "latest": latest,
-                "count": len(items),
-                "branches": branches(
-                    items,
-                    ref=lambda row: row.checkpoint_id,
-                    parent=lambda row: row.parent_checkpoint_id,
-                    node=node,
-                ),
+                "channel": channel,
+                "decoded": value.decoded,
+                "value": value.value,
+                "type": found.type,
+                "size": found.size,
             }
         )
-    return {"count": len(rows.checkpoints), "more": rows.more, "namespaces": namespaces}
+    return state
+
+
+def interrupt_asks(value: Any) -> list[dict[str, Any]]:
+    """What an ``__interrupt__`` write's decoded value asks: one entry per interrupt,
+    ``value`` (what the graph passed to ``interrupt()``) and ``question``, its text
+    when it is text or has a text ``question``, else None."""
+    items = value if isinstance(value, list) else [value]
+    asks = []
+    for item in items:
+        asked = item
+        if isinstance(item, dict) and str(item.get(decode.CLASS_KEY, "")).endswith(".Interrupt"):
+            fields = item.get("fields")
+            asked = fields.get("value") if isinstance(fields, dict) else None
+        question = asked.get("question") if isinstance(asked, dict) else asked
+        asks.append(
+            {
+                "question": question if isinstance(question, str) else None,
+                "value": asked,
+                # Shown apart from the question when it holds more than the question.
+                "more": asked != question and asked != {"question": question},
+            }
+        )
+    return asks
 
 
 def _write_view(write: WriteRow) -> dict[str, Any]:
-    decoded, value = write.type == "null", None
-    if write.value is not None:
-        with contextlib.suppress(ValueError):
-            value, decoded = json.loads(write.value), True
+    value = decode.shown(write.type, write.value)
     return {
         "task_id": write.task_id,
         "idx": write.idx,
         "channel": write.channel,
         "type": write.type,
         "size": write.size,
-        "decoded": decoded,
-        "value": value,
+        "decoded": value.decoded,
+        "value": value.value,
+        "asks": interrupt_asks(value.value)
+        if value.decoded and write.channel == INTERRUPT_CHANNEL
+        else [],
     }
 
 
@@ -536,9 +658,85 @@ async def usage_page(ledger: AsyncLedger, period: UsagePeriod) -> dict[str, Any]
         },
         "total_tokens": sum(group.usage.total_tokens for group in days),
         "per_day": _bars(filled),
+        "day_chart": day_chart(filled),
         "per_model": _bars(models),
         "per_user": _bars(users),
     }
+
+
+CHART_WIDTH, CHART_HEIGHT = 720, 200
+"""The per-day chart's size in SVG units (drawn at that size: text keeps its shape)."""
+_PLOT_LEFT, _PLOT_RIGHT, _PLOT_TOP, _PLOT_BOTTOM = 64, 712, 12, 172
+"""The plot area inside the chart: room on the left for the token axis, below for dates."""
+_MOST_DATE_LABELS = 8
+
+
+def day_chart(days: list[UsageGroup]) -> dict[str, Any]:
+    """Tokens per day as an SVG bar chart's geometry: the plot area, a bar per day
+    (``x``, ``y``, ``width``, ``height``, its day and tokens), the token axis's ticks
+    (round numbers from 0 up past the largest day, each with its ``y`` and label) and
+    the date labels under the bars (at most eight, evenly spaced, the last day always
+    one)."""
+    ticks = axis_ticks(max((day.usage.total_tokens for day in days), default=0))
+    top, height = ticks[-1], _PLOT_BOTTOM - _PLOT_TOP
+    slot = (_PLOT_RIGHT - _PLOT_LEFT) / max(len(days), 1)
+
+    def y(tokens: int) -> float:
+        return round(_PLOT_BOTTOM - tokens / top * height, 1)
+
+    bars = [
+        {
+            "day": day.key,
+            "tokens": day.usage.total_tokens,
+            "x": round(_PLOT_LEFT + n * slot + slot * 0.15, 1),
+            "width": round(slot * 0.7, 1),
+            "y": y(day.usage.total_tokens),
+            "height": round(_PLOT_BOTTOM - y(day.usage.total_tokens), 1),
+        }
+        for n, day in enumerate(days)
+    ]
+    every = -(-len(days) // _MOST_DATE_LABELS)  # ceil
+    labelled = range(len(days) - 1, -1, -every)  # counted back from the last day
+    return {
+        "width": CHART_WIDTH,
+        "height": CHART_HEIGHT,
+        "left": _PLOT_LEFT,
+        "right": _PLOT_RIGHT,
+        "top": _PLOT_TOP,
+        "bottom": _PLOT_BOTTOM,
+        "bars": bars,
+        "ticks": [{"y": y(tick), "label": compact(tick)} for tick in ticks],
+        "dates": [
+            {
+                "x": round(_PLOT_LEFT + (n + 0.5) * slot, 1),
+                "label": datetime.fromisoformat(str(days[n].key)).strftime("%b %-d"),
+            }
+            for n in sorted(labelled)
+        ],
+    }
+
+
+def compact(number: int) -> str:
+    """A token count as an axis label: ``950``, ``9,500``, ``95k``, ``1.5M``."""
+    if number >= 1_000_000:
+        return f"{number / 1_000_000:.4g}M"
+    if number >= 10_000:
+        return f"{number / 1_000:.4g}k"
+    return f"{number:,}"
+
+
+def axis_ticks(largest: int) -> list[int]:
+    """Round tick values from 0 to the first at or above ``largest``: a step of 1, 2 or
+    5 times a power of ten, at most five steps (``[0, 1]`` when all is zero)."""
+    if largest <= 0:
+        return [0, 1]
+    step = 1
+    while -(-largest // step) > 5:
+        for factor in (2, 5 / 2, 2):  # 1 -> 2 -> 5 -> 10
+            step = int(step * factor)
+            if -(-largest // step) <= 5:
+                break
+    return list(range(0, -(-largest // step) * step + 1, step))
 
 
 def _bars(groups: list[UsageGroup]) -> list[dict[str, Any]]:

@@ -10,7 +10,9 @@ from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
+    Integer,
     and_,
+    bindparam,
     case,
     delete,
     func,
@@ -40,6 +42,7 @@ from ...langgraph_records import (
     StoredCheckpoint,
     StoredWrite,
     Typed,
+    ValueRow,
     WriteRow,
 )
 from .._base import Executor, Repository, Scope, operation
@@ -80,7 +83,6 @@ from .statements import (
 from .values import (
     BLOBS,
     CHECKPOINTS,
-    COMPRESSED,
     WRITES,
     _checkpoint_id,
     _in_langgraph_order,
@@ -98,9 +100,12 @@ from .values import (
     assembled,
     metadata_of,
     once_per_index,
+    shown_types,
     versions_of,
 )
 
+INTERRUPT_CHANNEL = "__interrupt__"
+"""The channel of the pending writes that hold a LangGraph interrupt."""
 TOUCH_EVERY = timedelta(seconds=1)
 """How far behind a thread's last write its session's ``updated_at`` may be: a write
 sets it only when it is older than this, since rewriting the session row at every
@@ -608,13 +613,16 @@ class LangGraphRepository(Repository):
 
     @operation(writes=False)
     def session_rows(
-        self, session_id: str, *, checkpoints: int = 200, writes: int = 500
+        self, session_id: str, *, checkpoints: int = 200, writes: int = 500, values: int = 2000
     ) -> SessionRows:
         """The newest ``checkpoints`` checkpoints of session ``session_id`` (a thread, by
-        its session id, whatever its scope) across its namespaces, and up to ``writes``
-        writes pending on them: for a viewer, read-only, two indexed queries (the
-        ``(session_id, checkpoint_id)`` index, then the writes' primary key). Values stay
-        serialized: a type tag and bytes, only small ``json`` ones included.
+        its session id, whatever its scope) across its namespaces, up to ``writes``
+        writes pending on them and up to ``values`` channel values at the versions they
+        name (the newest checkpoints' first): for a viewer, read-only, three indexed
+        queries (the ``(session_id, checkpoint_id)`` index, then the writes' and the
+        values' primary keys). Values
+        stay serialized: a type tag and bytes, the bytes only of small ``json`` and
+        ``msgpack`` ones (``SHOWN_TYPES``, never a pickle).
 
         Raises:
             ValidationError: a bad session id or limit.
@@ -622,84 +630,151 @@ class LangGraphRepository(Repository):
         session_id = checked_text(session_id, "session_id", max_length=128)
         wanted = bounded_int(checkpoints, "checkpoints", high=10_000)
         most = bounded_int(writes, "writes", high=100_000)
-        rows = (
-            self._connection()
-            .execute(
-                select(
-                    CHECKPOINTS.c.checkpoint_ns,
-                    CHECKPOINTS.c.checkpoint_id,
-                    CHECKPOINTS.c.parent_checkpoint_id,
-                    CHECKPOINTS.c.metadata,
-                    CHECKPOINTS.c.type,
-                    func.length(CHECKPOINTS.c.checkpoint).label("size"),
-                    CHECKPOINTS.c.created_at,
-                    CHECKPOINTS.c.session_id,
-                )
-                .where(CHECKPOINTS.c.session_id == session_id)
-                .order_by(CHECKPOINTS.c.checkpoint_id.desc())
-                .limit(wanted + 1)
-            )
-            .all()
-        )
+        most_values = bounded_int(values, "values", high=10_000)
+        params = {"s": session_id, "n": wanted + 1}
+        rows = self._connection().execute(_session_checkpoints(), params).all()
         more = len(rows) > wanted
         rows = rows[:wanted]
-        found = [
-            CheckpointRow(
+        found = [_checkpoint_row(session_id, row) for row in rows]
+        places = sorted({(row.checkpoint_ns, row.checkpoint_id) for row in rows})
+        pending = self._session_writes(session_id, places, most) if places and most else []
+        # The newest checkpoints' values first; each bound parameter list stays within
+        # SQLite's 32,766 (values: 3 per version, writes: 2 per checkpoint).
+        named = (
+            (row.checkpoint_ns, *pair) for row in found for pair in row.channel_versions.items()
+        )
+        versions = list(dict.fromkeys(named))[:most_values]
+        stored = (
+            self._session_values(session_id, versions, most_values)
+            if versions and most_values
+            else []
+        )
+        return SessionRows(checkpoints=found, writes=pending, more=more, values=stored)
+
+    @operation(writes=False)
+    def paused(self, session_ids: Sequence[str]) -> builtins.list[str]:
+        """The sessions among ``session_ids`` (threads, by session id, whatever their
+        scope; at most 1,000) paused at an interrupt: their root namespace's newest
+        checkpoint has an ``__interrupt__`` write pending. For a viewer's list, one
+        query of primary-key probes per thread (its session, its newest root
+        checkpoint, the writes on it), whatever the thread's length.
+
+        Raises:
+            ValidationError: more than 1,000 ids, or one that is not text.
+        """
+        if isinstance(session_ids, str) or len(session_ids) > 1000:
+            raise ValidationError("session_ids: a list of at most 1,000 ids", path="session_ids")
+        ids = [checked_text(id, "session_id", max_length=128) for id in session_ids]
+        if not ids:
+            return []
+        # Driven by the sessions' primary key: per thread, one backward probe of the
+        # checkpoints' primary key for the newest root checkpoint, then its writes'.
+        thread = SESSIONS.c.id
+        newest = (
+            select(CHECKPOINTS.c.checkpoint_id)
+            .where(CHECKPOINTS.c.session_id == thread, CHECKPOINTS.c.checkpoint_ns == "")
+            .order_by(CHECKPOINTS.c.checkpoint_id.desc())
+            .limit(1)
+            .correlate(SESSIONS)  # two levels down: not found by auto-correlation
+            .scalar_subquery()
+        )
+        held = (
+            select(WRITES.c.idx)
+            .where(
+                WRITES.c.session_id == thread,
+                WRITES.c.checkpoint_ns == "",
+                WRITES.c.checkpoint_id == newest,
+                WRITES.c.channel == INTERRUPT_CHANNEL,
+            )
+            .exists()
+        )
+        query = select(thread.label("session_id")).where(thread.in_(ids), held)
+        found = {row.session_id for row in self._connection().execute(query)}
+        return [id for id in ids if id in found]
+
+    def _session_writes(
+        self, session_id: str, places: builtins.list[tuple[str, str]], most: int
+    ) -> builtins.list[WriteRow]:
+        shown = _shown_case(WRITES.c.type, WRITES.c.blob)
+        query = (
+            select(
+                WRITES.c.checkpoint_ns,
+                WRITES.c.checkpoint_id,
+                WRITES.c.task_id,
+                WRITES.c.idx,
+                WRITES.c.channel,
+                WRITES.c.type,
+                func.length(WRITES.c.blob).label("size"),
+                shown.label("value"),
+            )
+            .where(
+                WRITES.c.session_id == session_id,
+                tuple_(WRITES.c.checkpoint_ns, WRITES.c.checkpoint_id).in_(places),
+            )
+            .order_by(
+                WRITES.c.checkpoint_ns,
+                WRITES.c.checkpoint_id,
+                WRITES.c.task_path,
+                WRITES.c.task_id,
+                WRITES.c.idx,
+            )
+            .limit(most)
+        )
+        return [
+            WriteRow(
                 checkpoint_ns=row.checkpoint_ns,
                 checkpoint_id=row.checkpoint_id,
-                parent_checkpoint_id=row.parent_checkpoint_id,
-                metadata=metadata_of(row),
+                task_id=row.task_id,
+                idx=row.idx,
+                channel=row.channel,
                 type=row.type,
                 size=int(row.size),
-                created_at=row.created_at,
+                value=_shown(
+                    row.type,
+                    row.value,
+                    WRITES,
+                    (session_id, row.checkpoint_ns, row.checkpoint_id, row.task_id, row.idx),
+                ),
             )
-            for row in rows
+            for row in self._connection().execute(query)
         ]
-        pending: builtins.list[WriteRow] = []
-        places = sorted({(row.checkpoint_ns, row.checkpoint_id) for row in rows})
-        if places and most:
-            small_json = and_(
-                WRITES.c.type.in_(("json", "json" + COMPRESSED)),
-                func.length(WRITES.c.blob) <= SHOWN_VALUE_BYTES,
+
+    def _session_values(
+        self, session_id: str, versions: builtins.list[tuple[str, str, str]], most: int
+    ) -> builtins.list[ValueRow]:
+        shown = _shown_case(BLOBS.c.type, BLOBS.c.blob)
+        query = (
+            select(
+                BLOBS.c.checkpoint_ns,
+                BLOBS.c.channel,
+                BLOBS.c.version,
+                BLOBS.c.type,
+                func.coalesce(func.length(BLOBS.c.blob), 0).label("size"),
+                shown.label("value"),
             )
-            query = (
-                select(
-                    WRITES.c.checkpoint_ns,
-                    WRITES.c.checkpoint_id,
-                    WRITES.c.task_id,
-                    WRITES.c.idx,
-                    WRITES.c.channel,
-                    WRITES.c.type,
-                    func.length(WRITES.c.blob).label("size"),
-                    case((small_json, WRITES.c.blob), else_=None).label("value"),
-                )
-                .where(
-                    WRITES.c.session_id == session_id,
-                    tuple_(WRITES.c.checkpoint_ns, WRITES.c.checkpoint_id).in_(places),
-                )
-                .order_by(
-                    WRITES.c.checkpoint_ns,
-                    WRITES.c.checkpoint_id,
-                    WRITES.c.task_path,
-                    WRITES.c.task_id,
-                    WRITES.c.idx,
-                )
-                .limit(most)
+            .where(
+                BLOBS.c.session_id == session_id,
+                tuple_(BLOBS.c.checkpoint_ns, BLOBS.c.channel, BLOBS.c.version).in_(versions),
             )
-            pending = [
-                WriteRow(
-                    checkpoint_ns=row.checkpoint_ns,
-                    checkpoint_id=row.checkpoint_id,
-                    task_id=row.task_id,
-                    idx=row.idx,
-                    channel=row.channel,
-                    type=row.type,
-                    size=int(row.size),
-                    value=None if row.value is None else _shown(session_id, row),
-                )
-                for row in self._connection().execute(query)
-            ]
-        return SessionRows(checkpoints=found, writes=pending, more=more)
+            .order_by(BLOBS.c.checkpoint_ns, BLOBS.c.channel, BLOBS.c.version)
+            .limit(most)
+        )
+        return [
+            ValueRow(
+                checkpoint_ns=row.checkpoint_ns,
+                channel=row.channel,
+                version=row.version,
+                type=row.type,
+                size=int(row.size),
+                value=_shown(
+                    row.type,
+                    row.value,
+                    BLOBS,
+                    (session_id, row.checkpoint_ns, row.channel, row.version),
+                ),
+            )
+            for row in self._connection().execute(query)
+        ]
 
     # -- removing and copying ----------------------------------------------------------
 
@@ -843,3 +918,52 @@ class LangGraphRepository(Repository):
                 if table is CHECKPOINTS:
                     copied = int(result.rowcount)  # type: ignore[attr-defined]
         return copied
+
+
+def _shown_case(kind: Any, blob: Any) -> ColumnElement[Any]:
+    """``blob`` where a viewer may be given its bytes (a ``SHOWN_TYPES`` type, stored
+    small enough), else NULL: larger values never leave the database."""
+    return case(
+        (and_(kind.in_(shown_types()), func.length(blob) <= SHOWN_VALUE_BYTES), blob),
+        else_=None,
+    )
+
+
+def _session_checkpoints() -> Any:
+    """A thread's newest ``n`` checkpoints, for ``session_rows``."""
+    return (
+        select(
+            CHECKPOINTS.c.checkpoint_ns,
+            CHECKPOINTS.c.checkpoint_id,
+            CHECKPOINTS.c.parent_checkpoint_id,
+            CHECKPOINTS.c.metadata,
+            CHECKPOINTS.c.type,
+            func.length(CHECKPOINTS.c.checkpoint).label("size"),
+            _shown_case(CHECKPOINTS.c.type, CHECKPOINTS.c.checkpoint).label("shown"),
+            CHECKPOINTS.c.channel_versions,
+            CHECKPOINTS.c.created_at,
+            CHECKPOINTS.c.session_id,
+        )
+        .where(CHECKPOINTS.c.session_id == bindparam("s"))
+        .order_by(CHECKPOINTS.c.checkpoint_id.desc())
+        .limit(bindparam("n", type_=Integer()))
+    )
+
+
+def _checkpoint_row(session_id: str, row: Any) -> CheckpointRow:
+    return CheckpointRow(
+        checkpoint_ns=row.checkpoint_ns,
+        checkpoint_id=row.checkpoint_id,
+        parent_checkpoint_id=row.parent_checkpoint_id,
+        metadata=metadata_of(row),
+        type=row.type,
+        size=int(row.size),
+        created_at=row.created_at,
+        channel_versions=versions_of(row),
+        checkpoint=_shown(
+            row.type,
+            row.shown,
+            CHECKPOINTS,
+            (session_id, row.checkpoint_ns, row.checkpoint_id),
+        ),
+    )

@@ -25,6 +25,7 @@ from ..._limits import (
 )
 from ...errors import CorruptRecordError, ValidationError
 from ...langgraph_records import (
+    SHOWN_TYPES,
     SHOWN_VALUE_BYTES,
     StoredCheckpoint,
     StoredWrite,
@@ -130,11 +131,19 @@ def _size_check(total: int, limit: int, what: str) -> None:
         )
 
 
-def _shown(session_id: str, row: Any) -> bytes | None:
-    """A small ``json`` write's bytes as ``session_rows`` returns them (decompressed)."""
-    key = (session_id, row.checkpoint_ns, row.checkpoint_id, row.task_id, row.idx)
-    _, data = _unpacked(row.type, row.value, WRITES, key)
-    return data if len(data) <= SHOWN_VALUE_BYTES else None
+def shown_types() -> tuple[str, ...]:
+    """The stored type tags whose bytes ``session_rows`` reads: ``SHOWN_TYPES``, plain
+    or compressed."""
+    return (*SHOWN_TYPES, *(kind + COMPRESSED for kind in SHOWN_TYPES))
+
+
+def _shown(kind: str, data: bytes | None, table: Table, key: object) -> bytes | None:
+    """A small value's bytes as ``session_rows`` returns them (decompressed), None when
+    not read or larger than ``SHOWN_VALUE_BYTES`` once decompressed."""
+    if data is None:
+        return None
+    _, value = _unpacked(kind, data, table, key)
+    return value if len(value) <= SHOWN_VALUE_BYTES else None
 
 
 def _stored_write(
