@@ -228,6 +228,7 @@ class AsyncSessionRepository:
         include: Collection[Included] = (),
         id_prefix: str | None = None,
         search: str | None = None,
+        external_key: str | None = None,
     ) -> Page[SessionSummary]:
         """Sessions, most recently updated first (id breaks ties), one page at a time.
 
@@ -237,14 +238,18 @@ class AsyncSessionRepository:
         gave one: a framework's last event).
         ``id_prefix`` keeps the ids that start with it (a framework's sessions:
         ``integrations.framework_id_prefix``); ``search`` keeps the sessions whose title
-        or opening user message contains it, ignoring case. Both are conditions on the
-        walk of the ``updated_at`` index, not index look-ups of their own: for a prefix
-        or term that few sessions match, the database reads far into that index (or,
-        PostgreSQL's choice, scans the table and sorts the few matches).
+        or opening user message contains it, ignoring case; ``external_key`` keeps the
+        sessions with that external key (compared exactly) in any scope, or in the one
+        ``app_name`` and ``user_id`` narrow it to: a framework's thread or session id
+        when its scope is not known (``get_by_key`` is the one-query look-up when it is).
+        All three are conditions on the walk of the ``updated_at`` index, not index
+        look-ups of their own: for a prefix, term or key that few sessions match, the
+        database reads far into that index (or, PostgreSQL's choice, scans the table and
+        sorts the few matches).
 
         Raises:
-            ValidationError: a bad limit, include, prefix or search text, or a cursor that
-                is tampered with or comes from a listing with other filters.
+            ValidationError: a bad limit, include, prefix, search text or key, or a cursor
+                that is tampered with or comes from a listing with other filters.
         """
         return await self._run(
             self._proxied.list,
@@ -256,6 +261,7 @@ class AsyncSessionRepository:
             include=include,
             id_prefix=id_prefix,
             search=search,
+            external_key=external_key,
         )
 
     async def most_recent(
