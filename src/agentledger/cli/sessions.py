@@ -12,7 +12,15 @@ from ..ids import framework_of
 from ..langgraph_records import SessionRows
 from ..ledger import Ledger
 from ..records import Message, SessionOverview, SessionSummary, Step
-from .common import EXIT_OK, Groups, UsageError, add_commands, add_connection_options, ledger_of
+from .common import (
+    EXIT_OK,
+    Groups,
+    UsageError,
+    add_commands,
+    add_connection_options,
+    add_timeout_options,
+    ledger_of,
+)
 from .lookup import Scope, find_session
 from .output import (
     TITLE_WIDTH,
@@ -51,6 +59,7 @@ def add_sessions_group(groups: Groups) -> None:
 
     listing = commands.add_parser("list", help="sessions, most recently updated first")
     add_connection_options(listing)
+    add_timeout_options(listing)
     listing.add_argument("--user", metavar="USER", help="only this user_id")
     listing.add_argument("--app", metavar="APP", help="only this app_name")
     listing.add_argument("--status", help="only this status (active, completed, failed...)")
@@ -67,6 +76,7 @@ def add_sessions_group(groups: Groups) -> None:
 
     show = commands.add_parser("show", help="one session: conversation, steps, grants, checkpoints")
     add_connection_options(show)
+    add_timeout_options(show)
     show.add_argument("id", metavar="ID", help=ID_OR_KEY)
     _add_scope_options(show)
     show.add_argument(
@@ -83,6 +93,7 @@ def add_sessions_group(groups: Groups) -> None:
 
     remove = commands.add_parser("delete", help="delete sessions with all their rows")
     add_connection_options(remove)
+    add_timeout_options(remove)
     remove.add_argument("ids", nargs="+", metavar="ID", help=ID_OR_KEY)
     _add_scope_options(remove)
     remove.set_defaults(handler=_delete)

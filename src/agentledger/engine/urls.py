@@ -19,10 +19,11 @@ from sqlalchemy.engine import URL, make_url
 
 from .._translate import bad_url_as
 from .._translate import mask as mask
+from ..environment import DATABASE_URL
+from ..environment import DEFAULT_URL as DEFAULT_URL
 from ..errors import DatabaseError, SchemaError, ValidationError
 
-DEFAULT_URL = "sqlite:///agentledger.db"
-URL_ENV = "AGENTLEDGER_DATABASE_URL"
+URL_ENV = DATABASE_URL.name
 
 _SYNC_DRIVERS = {
     "sqlite": "pysqlite",
