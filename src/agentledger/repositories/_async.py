@@ -556,16 +556,17 @@ class AsyncStepRepository:
         self,
         by: UsageKey,
         *,
-        since: datetime,
-        until: datetime,
+        since: datetime | None = None,
+        until: datetime | None = None,
         user_id: str | None = None,
         limit: int = 1000,
     ) -> list[UsageGroup]:
         """Token totals of the steps started in ``since <= t < until`` (of ``user_id``'s
         sessions, if given), grouped ``by`` ``"day"`` (UTC; in day order), ``"model"`` or
         ``"user"`` (the session's user_id; both largest total first), at most ``limit``
-        groups. One query: a range scan of the ``(started_at, model)`` index, joined to
-        the sessions only for ``"user"`` or ``user_id``.
+        groups. As in ``usage``, a bound left out leaves that side open: no bounds, every
+        step. One query: a range scan of the ``(started_at, model)`` index (all of it
+        without bounds), joined to the sessions only for ``"user"`` or ``user_id``.
 
         Raises:
             ValidationError: an unknown ``by``, naive times or a bad limit.
