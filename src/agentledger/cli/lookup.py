@@ -8,6 +8,7 @@ delete`` make; ``sessions list --key`` filters by the same key."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from ..errors import InvalidIdError, NotFoundError
 from ..ledger import Ledger
@@ -48,8 +49,8 @@ class Found:
     external_key: str | None
     app_name: str | None
     user_id: str | None
-    by: str
-    """``id`` or ``key``."""
+    by: Literal["id", "key"]
+    """How the text named it: as its agentledger id, or as its key."""
 
 
 def find_session(ledger: Ledger, text: str, scope: Scope | None = None) -> Found:

@@ -101,8 +101,12 @@ def add_sessions_group(groups: Groups) -> None:
 
 def _add_scope_options(parser: argparse.ArgumentParser) -> None:
     """``--app`` and ``--user``: the scope a key is looked for in."""
-    parser.add_argument("--app", metavar="APP", help="a key only of this app_name")
-    parser.add_argument("--user", metavar="USER", help="a key only of this user_id")
+    parser.add_argument(
+        "--app", metavar="APP", help="only a session of this app_name (a key used in several)"
+    )
+    parser.add_argument(
+        "--user", metavar="USER", help="only a session of this user_id (a key used by several)"
+    )
 
 
 def _scope(args: argparse.Namespace) -> Scope:
