@@ -87,7 +87,8 @@ async def main(url: str | None) -> None:
     usage = await session.ledger.steps.usage(session_id=record.id)
     steps = await session.ledger.steps.count(record.id)
     print(f"now {len(await session.get_items())} items; {steps} steps, {usage.total_tokens} tokens")
-    print(f"agentledger session {record.id.split('.')[0]}.…, key {record.external_key!r}")
+    print(f"agentledger session {record.id}, key {record.external_key}")
+    print(f"see it: agentledger sessions show {record.external_key} (or {record.id})")
     await session.close()
 
 

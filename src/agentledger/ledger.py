@@ -57,6 +57,7 @@ from .engine import (
     create_sync_engine,
     validate_schema,
 )
+from .environment import MAX_TIMEOUT_S
 from .errors import ValidationError
 from .langgraph_records import LANGGRAPH_APP_NAME
 from .repositories import (
@@ -582,10 +583,6 @@ def _checked_timeouts(
         "lock_timeout": DEFAULT_LOCK_TIMEOUT_S if lock_timeout is None else lock_timeout,
         "statement_timeout": statement_timeout,
     }
-
-
-MAX_TIMEOUT_S = 86_400
-"""The longest lock or statement timeout a ledger takes: one day."""
 
 
 def _session_behind_async_session(*, bind: Engine | Connection, **options: Any) -> Session:

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import URL
 
+from agentledger.cli import EXIT_OK, main
+
 pytestmark = pytest.mark.slow  # each example runs in a process of its own
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -80,6 +82,19 @@ def test_the_openai_agents_example_remembers_the_conversation_across_runs(
     assert "session ada-lisbon-trip holds 6 items" in second
     assert "< I have 11 items of our conversation in mind." in second
     assert "now 12 items; 8 steps, 486 tokens" in second
+
+
+def test_the_openai_agents_example_prints_ids_that_sessions_show_finds(
+    scratch_url: URL, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = run_example("openai_agents_session.py", scratch_url)
+    (line,) = [line for line in out.splitlines() if line.startswith("agentledger session ")]
+    id, key = line.removeprefix("agentledger session ").split(", key ")
+    assert key == "ada-lisbon-trip"
+    url = scratch_url.render_as_string(hide_password=False)
+    for given in (id, key):
+        assert main(["sessions", "show", given, "--url", url]) == EXIT_OK
+        assert capsys.readouterr().out.startswith(f"session   {id}\nkey       {key}\n")
 
 
 def test_the_adk_example_runs_a_turn_and_a_second_process_goes_on_from_it(

@@ -89,6 +89,12 @@ def test_every_environment_variable_the_code_reads_is_in_the_configuration_page(
     assert read <= set(re.findall(r"^\| `(AGENTLEDGER_[A-Z_]+)` \|", table, re.M)), read
 
 
+def test_the_configuration_pages_variables_are_the_command_lines_table() -> None:
+    from agentledger.environment import markdown_table
+
+    assert markdown_table() in _page("configuration.md")
+
+
 def test_every_option_of_the_ledger_is_in_the_configuration_page() -> None:
     options = {
         name

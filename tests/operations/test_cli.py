@@ -24,6 +24,7 @@ from agentledger.cli import (
 )
 
 from ._data import Clock, ledger_at, snapshot
+from ._output import one_error
 
 T0 = datetime(2026, 3, 2, 9, 15, 0, tzinfo=UTC)
 
@@ -85,13 +86,6 @@ def empty(tmp_path: Path) -> str:
     return url
 
 
-def _one_error(err: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("agentledger: error: ") and "Traceback" not in err
-    return lines[0]
-
-
 # --- sessions ------------------------------------------------------------------------------
 
 
@@ -100,7 +94,8 @@ def test_sessions_list_is_a_table_newest_first(db: str, capsys: pytest.CaptureFi
 
     out, err = capsys.readouterr()
     lines = out.splitlines()
-    assert lines[0].split() == ["ID", "TITLE", "STATUS", "STEPS", "TOKENS", "UPDATED", "(UTC)"]
+    header = ["ID", "KEY", "TITLE", "STATUS", "STEPS", "TOKENS", "UPDATED", "(UTC)"]
+    assert lines[0].split() == header
     assert [line.split()[0] for line in lines[1:]] == ["bugfix-431", "trip-lisbon", "support-0042"]
     assert "Plan 3 days in Lisbon." in lines[2]  # no title: the opening message
     assert "interrupted" in lines[2] and "1,500" in lines[2]
@@ -153,7 +148,7 @@ def test_sessions_show_of_an_unknown_id_is_one_error_line(
     db: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["sessions", "show", "nope", "--url", db]) == EXIT_ERROR
-    assert "no session 'nope'" in _one_error(capsys.readouterr().err)
+    assert "no session 'nope'" in one_error(capsys.readouterr().err)
 
 
 def test_sessions_delete_removes_the_session_and_its_rows(
@@ -248,7 +243,7 @@ def test_import_of_a_broken_file_names_the_line(
     file.write_text('{"agentledger_export": {"version": 1}}\n{"session": 3}\n')
 
     assert main(["import", str(file), "--url", empty]) == EXIT_USAGE
-    assert "line 2: a session must be a JSON object" in _one_error(capsys.readouterr().err)
+    assert "line 2: a session must be a JSON object" in one_error(capsys.readouterr().err)
 
 
 def test_copy_moves_everything_and_can_run_again(
@@ -267,14 +262,14 @@ def test_copy_to_a_file_that_does_not_exist_says_how_to_create_it(
     target = f"sqlite:///{tmp_path / 'new.db'}"
 
     assert main(["copy", "--from", db, "--to", target]) == EXIT_SCHEMA
-    line = _one_error(capsys.readouterr().err)
+    line = one_error(capsys.readouterr().err)
     assert "no SQLite database at" in line and "agentledger db upgrade --url" in line
     assert not (tmp_path / "new.db").exists()
 
 
 def test_copy_onto_itself_is_a_usage_error(db: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["copy", "--from", db, "--to", db]) == EXIT_USAGE
-    assert "same database" in _one_error(capsys.readouterr().err)
+    assert "same database" in one_error(capsys.readouterr().err)
 
 
 # --- purge ---------------------------------------------------------------------------------
@@ -328,7 +323,7 @@ def test_purge_usage_errors(
     db: str, capsys: pytest.CaptureFixture[str], arguments: list[str], message: str
 ) -> None:
     assert main(["purge", "--url", db, *arguments]) == EXIT_USAGE
-    assert message in _one_error(capsys.readouterr().err)
+    assert message in one_error(capsys.readouterr().err)
 
 
 # --- errors and progress ---------------------------------------------------------------------
@@ -336,13 +331,13 @@ def test_purge_usage_errors(
 
 def test_a_bad_url_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["sessions", "list", "--url", "nonsense://x"]) == EXIT_USAGE
-    assert "unsupported database 'nonsense'" in _one_error(capsys.readouterr().err)
+    assert "unsupported database 'nonsense'" in one_error(capsys.readouterr().err)
 
 
 def test_an_unreachable_database_exits_4_with_a_hint(capsys: pytest.CaptureFixture[str]) -> None:
     url = "postgresql://agent:s3cret@127.0.0.1:1/ledger"
     assert main(["sessions", "list", "--url", url]) == EXIT_UNAVAILABLE
-    line = _one_error(capsys.readouterr().err)
+    line = one_error(capsys.readouterr().err)
     assert "cannot reach the database" in line and "agent:***@127.0.0.1:1" in line
     assert "s3cret" not in line
     assert "to fix: check that the database server is running" in line
@@ -355,7 +350,7 @@ def test_a_schema_behind_the_package_exits_3_naming_the_upgrade(
     migrations.upgrade(url, "agentledger_0001")
 
     assert main(["export", "--url", url]) == EXIT_SCHEMA
-    line = _one_error(capsys.readouterr().err)
+    line = one_error(capsys.readouterr().err)
     assert "behind" in line and "agentledger db upgrade --url" in line
 
 
@@ -366,7 +361,7 @@ def test_no_sqlite_file_is_created_by_a_read(
     monkeypatch.delenv("AGENTLEDGER_DATABASE_URL", raising=False)
 
     assert main(["sessions", "list"]) == EXIT_SCHEMA
-    assert "no SQLite database at agentledger.db" in _one_error(capsys.readouterr().err)
+    assert "no SQLite database at agentledger.db" in one_error(capsys.readouterr().err)
     assert not (tmp_path / "agentledger.db").exists()
 
 

@@ -57,6 +57,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "agentledger._json",
             "agentledger._checks",
             "agentledger._limits",
+            "agentledger.environment",
         ),
     ),
 )

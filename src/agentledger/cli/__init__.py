@@ -9,9 +9,12 @@ Where things live (imports run down this list, never up):
   (export, import, copy), ``purge`` (retention and VACUUM), ``ui`` (the viewer in the
   browser; ``agentledger.ui``, the ``ui`` extra). A new group is one more
   module and one more entry in ``_GROUPS``.
-- ``common``: what every command shares: the exit codes, ``--url`` and ``--schema``,
-  URL and schema resolution, opening a ledger, and ``run``, the one rule that turns an
-  error into one line on stderr (never a traceback, never a password) and an exit code.
+- ``lookup``: finding a session by agentledger's id or a framework's key.
+- ``common``: what every command shares: the exit codes, ``--url``, ``--schema`` and
+  the timeouts, each option else its environment variable (``agentledger.environment``,
+  the one table of them, which ``--help`` lists), opening a ledger, and ``run``, the
+  one rule that turns an error into one line on stderr (never a traceback, never a
+  password) and an exit code.
 - ``output``: lines, tables, the progress line, counts, byte sizes, times, and text
   made safe for a terminal.
 
@@ -30,10 +33,12 @@ Exit codes:
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 
+from ..environment import help_text
 from .common import (
     EXIT_CONFLICTS,
     EXIT_ERROR,
@@ -82,8 +87,9 @@ def _parser() -> Parser:
     parser = Parser(
         prog=PROG,
         description="agentledger: the durable memory of AI-agent harnesses.",
-        epilog="exit codes: 0 ok, 1 error, 2 usage, 3 schema not at head, 4 database "
-        "unreachable, 5 import/copy left conflicting rows as they were",
+        epilog="exit codes: 0 ok, 1 error, 2 usage, 3 schema not at head, 4 database\n"
+        "unreachable, 5 import/copy left conflicting rows as they were\n\n" + help_text(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     groups = add_commands(parser)

@@ -11,11 +11,22 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import NoReturn, TypeAlias
+from typing import NoReturn, TypeAlias, TypedDict, Unpack
 
 from .. import migrations
 from .._translate import scrub_urls
 from ..engine import DEFAULT_URL, URL_ENV, is_sqlite, resolve_url, sqlite_file, validate_schema
+from ..environment import (
+    DATABASE_URL,
+    LOCK_TIMEOUT,
+    SCHEMA,
+    STATEMENT_TIMEOUT,
+    EnvironmentValueError,
+    Variable,
+    parse_seconds,
+    seconds_of,
+    value_of,
+)
 from ..errors import (
     AgentLedgerError,
     DatabaseUnavailableError,
@@ -84,7 +95,7 @@ def run(handler: Handler, args: argparse.Namespace) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_ERROR
-    except UsageError as exc:
+    except (UsageError, EnvironmentValueError) as exc:
         error(str(exc))
         return EXIT_USAGE
     except (ValidationError, InvalidIdError) as exc:
@@ -111,7 +122,7 @@ def run(handler: Handler, args: argparse.Namespace) -> int:
 def _scrubbed(text: str, args: argparse.Namespace) -> str:
     """``text`` with the passwords of every URL the command was given masked."""
     urls = [getattr(args, name, None) for name in ("url", "source", "target")]
-    urls.append(os.environ.get(URL_ENV))
+    urls.append(value_of(DATABASE_URL))
     return scrub_urls(text, [url for url in urls if isinstance(url, str)])
 
 
@@ -124,9 +135,7 @@ def unreachable_hint(args: argparse.Namespace) -> str:
     """What to check when a database cannot be reached: a server's address, or for
     SQLite the file (a server hint would send the user looking for a server)."""
     urls = [getattr(args, name, None) for name in ("url", "source", "target")]
-    given = [url for url in urls if isinstance(url, str)] or [
-        os.environ.get(URL_ENV) or DEFAULT_URL
-    ]
+    given = [url for url in urls if isinstance(url, str)] or [value_of(DATABASE_URL) or DEFAULT_URL]
     if all(_is_sqlite_url(url) for url in given):
         return (
             f"check that the URL ({_options(args)}) names a SQLite database file that "
@@ -161,8 +170,50 @@ def add_connection_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--schema",
         metavar="NAME",
-        help="PostgreSQL schema holding agentledger's tables (PostgreSQL only)",
+        help=f"PostgreSQL schema holding agentledger's tables (PostgreSQL only; default: "
+        f"${SCHEMA.name}, else {SCHEMA.default})",
     )
+
+
+def add_timeout_options(parser: argparse.ArgumentParser) -> None:
+    """``--lock-timeout`` and ``--statement-timeout``: the ledger's timeouts."""
+    for variable in (LOCK_TIMEOUT, STATEMENT_TIMEOUT):
+        assert variable.option is not None
+        parser.add_argument(
+            variable.option,
+            type=_seconds,
+            metavar="SECONDS",
+            help=f"{variable.meaning} (default: ${variable.name}, else {variable.default})",
+        )
+
+
+def _seconds(text: str) -> float:
+    try:
+        return parse_seconds(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
+
+
+class Timeouts(TypedDict, total=False):
+    """The timeouts a command gives its ledgers (``Ledger``'s keywords)."""
+
+    lock_timeout: float | None
+    statement_timeout: float | None
+
+
+def timeouts_of(args: argparse.Namespace) -> Timeouts:
+    """The ledger's ``lock_timeout`` and ``statement_timeout``: each option, else its
+    variable, else None (the ledger's default); nothing for a command without them."""
+    if not hasattr(args, "lock_timeout"):
+        return {}
+    return {
+        "lock_timeout": _option_else(args.lock_timeout, LOCK_TIMEOUT),
+        "statement_timeout": _option_else(args.statement_timeout, STATEMENT_TIMEOUT),
+    }
+
+
+def _option_else(given: float | None, variable: Variable) -> float | None:
+    return given if given is not None else seconds_of(variable)
 
 
 def add_batch(parser: argparse.ArgumentParser, default: int) -> None:
@@ -190,8 +241,14 @@ def parse_duration(value: str) -> timedelta | None:
 
 def database_url(args: argparse.Namespace) -> str:
     """--url, else $AGENTLEDGER_DATABASE_URL, else the local SQLite file."""
-    url: str = args.url or os.environ.get(URL_ENV) or DEFAULT_URL
-    resolve_url(url, asynchronous=False)  # an unusable URL is a usage error, before any I/O
+    from_environment = None if args.url else value_of(DATABASE_URL)
+    url: str = args.url or from_environment or DEFAULT_URL
+    try:
+        resolve_url(url, asynchronous=False)  # an unusable URL is a usage error, before any I/O
+    except ValidationError as exc:
+        if from_environment is None:
+            raise
+        raise UsageError(f"{DATABASE_URL.name}: {one_line(exc)}; or unset it") from exc
     return url
 
 
@@ -205,10 +262,23 @@ def checked_schema(schema: str | None, url: str) -> str | None:
         raise UsageError(one_line(exc)) from exc
 
 
+def schema_of(args: argparse.Namespace, url: str) -> str | None:
+    """--schema, else $AGENTLEDGER_SCHEMA, else None; checked against ``url``."""
+    if args.schema is not None:
+        return checked_schema(args.schema, url)
+    from_environment = value_of(SCHEMA)
+    try:
+        return checked_schema(from_environment, url)
+    except (UsageError, ValidationError) as exc:
+        problem = str(exc) if isinstance(exc, UsageError) else one_line(exc)
+        raise UsageError(f"{SCHEMA.name}={from_environment!r}: {problem}; or unset it") from exc
+
+
 def connection_of(args: argparse.Namespace) -> tuple[str, str | None]:
-    """The URL and the checked schema that ``--url`` and ``--schema`` name."""
+    """The URL and the checked schema that ``--url`` and ``--schema`` (or their
+    variables) name."""
     url = database_url(args)
-    return url, checked_schema(args.schema, url)
+    return url, schema_of(args, url)
 
 
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -255,10 +325,10 @@ def _looks_like_sqlite(path: str) -> bool:
 
 
 @contextmanager
-def open_ledger(url: str, schema: str | None) -> Iterator[Ledger]:
-    """A Ledger on ``url`` (checked by ``existing_database`` first) and --schema, closed
-    after use."""
-    ledger = Ledger(url, schema=checked_schema(schema, url))
+def open_ledger(url: str, schema: str | None, **timeouts: Unpack[Timeouts]) -> Iterator[Ledger]:
+    """A Ledger on ``url`` (checked by ``existing_database`` first) and --schema, with
+    the ``timeouts_of`` the command, closed after use."""
+    ledger = Ledger(url, schema=checked_schema(schema, url), **timeouts)
     try:
         yield ledger
     finally:
@@ -267,6 +337,8 @@ def open_ledger(url: str, schema: str | None) -> Iterator[Ledger]:
 
 @contextmanager
 def ledger_of(args: argparse.Namespace) -> Iterator[Ledger]:
-    """The Ledger on the existing database that ``--url`` and ``--schema`` name."""
-    with open_ledger(existing_database(database_url(args)), args.schema) as ledger:
+    """The Ledger on the existing database that ``--url`` and ``--schema`` name, with
+    the command's timeouts."""
+    url, schema = connection_of(args)
+    with open_ledger(existing_database(url), schema, **timeouts_of(args)) as ledger:
         yield ledger

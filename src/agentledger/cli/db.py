@@ -16,9 +16,9 @@ from .common import (
     UsageError,
     add_commands,
     add_connection_options,
-    checked_schema,
     connection_of,
     database_url,
+    schema_of,
 )
 from .output import say
 
@@ -147,7 +147,7 @@ def _sql(args: argparse.Namespace) -> int:
             f"{migrations.SQLITE_OFFLINE_REFUSAL}; run `agentledger db upgrade` against "
             "the database, or pass --url postgresql:// or --url mysql://"
         )
-    schema = checked_schema(args.schema, url)
+    schema = schema_of(args, url)
     sys.stdout.write(
         migrations.sql(url, args.revision, from_revision=args.from_revision, schema=schema)
     )

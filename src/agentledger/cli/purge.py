@@ -18,6 +18,7 @@ from .common import (
     UsageError,
     add_batch,
     add_connection_options,
+    add_timeout_options,
     database_url,
     ledger_of,
     parse_duration,
@@ -38,6 +39,7 @@ def add_purge_group(groups: Groups) -> None:
         "what would go and changes nothing.",
     )
     add_connection_options(purge)
+    add_timeout_options(purge)
     purge.add_argument(
         "--older-than", metavar="AGE", help="sessions not updated for AGE (30d, 12h, 2w)"
     )

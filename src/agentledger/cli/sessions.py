@@ -1,5 +1,6 @@
 """``agentledger sessions ...``: list, show and delete, over the ledger's repositories and
-``ledger.sessions.overview``."""
+``ledger.sessions.overview``. ``show`` and ``delete`` take agentledger's id or a
+framework's key (``lookup.find_session``); ``list`` shows the key and filters by it."""
 
 from __future__ import annotations
 
@@ -7,9 +8,20 @@ import argparse
 import sys
 from collections.abc import Iterator
 
+from ..ids import framework_of
+from ..langgraph_records import SessionRows
 from ..ledger import Ledger
 from ..records import Message, SessionOverview, SessionSummary, Step
-from .common import EXIT_OK, Groups, UsageError, add_commands, add_connection_options, ledger_of
+from .common import (
+    EXIT_OK,
+    Groups,
+    UsageError,
+    add_commands,
+    add_connection_options,
+    add_timeout_options,
+    ledger_of,
+)
+from .lookup import Scope, find_session
 from .output import (
     TITLE_WIDTH,
     byte_size,
@@ -26,6 +38,13 @@ from .output import (
 
 MESSAGE_CHARS = 600
 """Characters of a message shown by ``sessions show`` without ``--full``."""
+KEY_WIDTH = 40
+"""Characters of a session's key shown in a one-line listing: a UUID (ADK's session
+ids) fits whole."""
+ID_OR_KEY = (
+    "agentledger's session id, or a framework's key for it (a LangGraph thread id, an "
+    "ADK or OpenAI Agents session id)"
+)
 
 
 def add_sessions_group(groups: Groups) -> None:
@@ -40,9 +59,16 @@ def add_sessions_group(groups: Groups) -> None:
 
     listing = commands.add_parser("list", help="sessions, most recently updated first")
     add_connection_options(listing)
+    add_timeout_options(listing)
     listing.add_argument("--user", metavar="USER", help="only this user_id")
     listing.add_argument("--app", metavar="APP", help="only this app_name")
     listing.add_argument("--status", help="only this status (active, completed, failed...)")
+    listing.add_argument(
+        "--key",
+        metavar="KEY",
+        help="only the sessions with this key (a LangGraph thread id, an ADK or OpenAI "
+        "Agents session id), in any app and user unless --app or --user narrow it",
+    )
     listing.add_argument("--limit", type=int, default=20, help="at most this many (default 20)")
     listing.add_argument("--all", action="store_true", help="every session, however many")
     listing.add_argument("--json", action="store_true", help="a JSON array, for scripts")
@@ -50,7 +76,9 @@ def add_sessions_group(groups: Groups) -> None:
 
     show = commands.add_parser("show", help="one session: conversation, steps, grants, checkpoints")
     add_connection_options(show)
-    show.add_argument("id", metavar="ID")
+    add_timeout_options(show)
+    show.add_argument("id", metavar="ID", help=ID_OR_KEY)
+    _add_scope_options(show)
     show.add_argument(
         "--messages", type=int, default=100, metavar="N", help="last N messages (default 100)"
     )
@@ -65,8 +93,24 @@ def add_sessions_group(groups: Groups) -> None:
 
     remove = commands.add_parser("delete", help="delete sessions with all their rows")
     add_connection_options(remove)
-    remove.add_argument("ids", nargs="+", metavar="ID")
+    add_timeout_options(remove)
+    remove.add_argument("ids", nargs="+", metavar="ID", help=ID_OR_KEY)
+    _add_scope_options(remove)
     remove.set_defaults(handler=_delete)
+
+
+def _add_scope_options(parser: argparse.ArgumentParser) -> None:
+    """``--app`` and ``--user``: the scope a key is looked for in."""
+    parser.add_argument(
+        "--app", metavar="APP", help="only a session of this app_name (a key used in several)"
+    )
+    parser.add_argument(
+        "--user", metavar="USER", help="only a session of this user_id (a key used by several)"
+    )
+
+
+def _scope(args: argparse.Namespace) -> Scope:
+    return Scope(app_name=args.app, user_id=args.user)
 
 
 # --- list ---------------------------------------------------------------------------------
@@ -85,6 +129,7 @@ def _list(args: argparse.Namespace) -> int:
         rows = [
             [
                 item.id,
+                shorten(clean(item.external_key or "-"), KEY_WIDTH),
                 shorten(clean(item.title or "-"), TITLE_WIDTH),
                 clean(item.status),
                 f"{item.step_count:,}",
@@ -96,8 +141,8 @@ def _list(args: argparse.Namespace) -> int:
     if not rows:
         say("no sessions")
         return EXIT_OK
-    header = ["ID", "TITLE", "STATUS", "STEPS", "TOKENS", "UPDATED (UTC)"]
-    table(header, rows, right={3, 4})
+    header = ["ID", "KEY", "TITLE", "STATUS", "STEPS", "TOKENS", "UPDATED (UTC)"]
+    table(header, rows, right={4, 5})
     _say_more(args, more[0])
     return EXIT_OK
 
@@ -123,8 +168,10 @@ def _summaries(
             app_name=args.app,
             user_id=args.user,
             status=args.status,
+            external_key=args.key,
             limit=1000 if left is None else max(1, min(left, 1000)),
             cursor=cursor,
+            include=["external_key"],
         )
         if left == 0:
             more[0] = bool(page.items)
@@ -152,12 +199,15 @@ def _write_json(items: Iterator[SessionSummary]) -> None:
 
 def _show(args: argparse.Namespace) -> int:
     with ledger_of(args) as ledger:
+        id = find_session(ledger, args.id, _scope(args)).id
         view = ledger.sessions.overview(
-            args.id, messages=args.messages, steps=args.steps, checkpoints=args.checkpoints
+            id, messages=args.messages, steps=args.steps, checkpoints=args.checkpoints
         )
+        threads = ledger.langgraph().session_rows(id, checkpoints=args.checkpoints, writes=0)
     record = view.session
     fields = [
         ("session", record.id),
+        *([("key", record.external_key)] if record.external_key is not None else []),
         ("title", record.title or record.preview or "-"),
         ("status", f"{record.status}    model {record.model or '-'}"),
         ("scope", f"app {record.app_name or '-'}    user {record.user_id or '-'}"),
@@ -175,12 +225,20 @@ def _show(args: argparse.Namespace) -> int:
         error = f"    error {clean(run.error)}" if run.error else ""
         fields.append(("last run", f"{run.status}    ended {ended}{error}"))
     for name, value in fields:
-        say(f"{name:<9} {clean(value)}")
+        say(f"{name:<9} {clean(_one_line(value))}")
     _show_messages(view.messages, record.message_count, args.full)
     _show_steps(view.steps, record.step_count)
     _show_grants(view)
     _show_checkpoints(view)
+    if threads.checkpoints or framework_of(record.id) == "langgraph":
+        _show_langgraph(threads)
     return EXIT_OK
+
+
+def _one_line(value: str) -> str:
+    """A field's value on its one line: a line break shown as ``\\n``, so a title
+    cannot print lines that look like other fields."""
+    return value.replace("\n", "\\n")
 
 
 def _show_messages(messages: list[Message], total: int, full: bool) -> None:
@@ -260,16 +318,47 @@ def _show_checkpoints(view: SessionOverview) -> None:
         )
 
 
+def _show_langgraph(threads: SessionRows) -> None:
+    say("")
+    shown_count = len(threads.checkpoints)
+    if threads.more:
+        say(f"langgraph checkpoints: more than {shown_count:,}, newest {shown_count:,} shown")
+    else:
+        say(f"langgraph checkpoints: {shown_count:,}, newest first")
+    rows = [
+        [
+            row.checkpoint_id,
+            clean(row.checkpoint_ns) or "-",
+            clean(str(row.metadata.get("step", "-"))),
+            clean(str(row.metadata.get("source", "-"))),
+            when(row.created_at),
+            byte_size(row.size),
+        ]
+        for row in threads.checkpoints
+    ]
+    if rows:
+        table(
+            ["CHECKPOINT", "NAMESPACE", "STEP", "SOURCE", "CREATED", "SIZE"],
+            rows,
+            right={2, 5},
+            indent="  ",
+        )
+
+
 # --- delete -------------------------------------------------------------------------------
 
 
 def _delete(args: argparse.Namespace) -> int:
     with ledger_of(args) as ledger:
-        for id in args.ids:
+        # Every id or key is resolved before the first delete: one that names no session,
+        # or several, leaves all of them in place.
+        ids = list(dict.fromkeys(find_session(ledger, text, _scope(args)).id for text in args.ids))
+        for id in ids:
             record = ledger.sessions.get(id)
             ledger.sessions.delete(id)
+            key = "" if record.external_key is None else f"key {record.external_key!r}; "
             say(
-                f"deleted session {id} ({count(record.message_count, 'message')}, "
+                f"deleted session {id} ({clean(key)}{count(record.message_count, 'message')}, "
                 f"{count(record.step_count, 'step')}, with its grants and checkpoints)"
             )
     return EXIT_OK

@@ -17,10 +17,12 @@ from .common import (
     UsageError,
     add_batch,
     add_connection_options,
+    add_timeout_options,
     existing_database,
     ledger_of,
     open_ledger,
     parse_duration,
+    timeouts_of,
 )
 from .output import count, progress_line, say, table, warn
 
@@ -35,6 +37,7 @@ def add_transfer_groups(groups: Groups) -> None:
         "One snapshot, streamed in constant memory.",
     )
     add_connection_options(export)
+    add_timeout_options(export)
     _add_selection(export)
     export.add_argument(
         "-o", "--output", metavar="FILE", help="write to FILE (.gz compresses) instead of stdout"
@@ -50,6 +53,7 @@ def add_transfer_groups(groups: Groups) -> None:
         "reported and kept (exit 5). Importing twice changes nothing.",
     )
     add_connection_options(load)
+    add_timeout_options(load)
     load.add_argument("file", metavar="FILE", help="an export (gzip is detected); - reads stdin")
     add_batch(load, transfer.DEFAULT_BATCH)
     load.set_defaults(handler=_import)
@@ -73,6 +77,7 @@ def add_transfer_groups(groups: Groups) -> None:
     )
     copy.add_argument("--from-schema", metavar="NAME", help="source PostgreSQL schema")
     copy.add_argument("--to-schema", metavar="NAME", help="target PostgreSQL schema")
+    add_timeout_options(copy)
     _add_selection(copy)
     add_batch(copy, transfer.DEFAULT_BATCH)
     copy.set_defaults(handler=_copy)
@@ -154,8 +159,8 @@ def _copy(args: argparse.Namespace) -> int:
     source_url = existing_database(args.source, option="--from")
     target_url = existing_database(args.target, option="--to")
     with (
-        open_ledger(source_url, args.from_schema) as source,
-        open_ledger(target_url, args.to_schema) as target,
+        open_ledger(source_url, args.from_schema, **timeouts_of(args)) as source,
+        open_ledger(target_url, args.to_schema, **timeouts_of(args)) as target,
         progress_line("copy") as progress,
     ):
         report = source.transfer.copy_to(

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import os
 
-from ..ui import TOKEN_ENV, is_loopback, masked, serve
+from ..environment import UI_TOKEN, value_of
+from ..ui import is_loopback, masked, serve
 from .common import (
     EXIT_ERROR,
     EXIT_OK,
     Groups,
     UsageError,
     add_connection_options,
-    database_url,
+    connection_of,
     ledger_of,
 )
 from .output import error, say
@@ -37,7 +37,7 @@ def add_ui_group(groups: Groups) -> None:
     ui.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
     ui.add_argument(
         "--token",
-        help=f"access token every request must carry (default ${TOKEN_ENV}, better: a "
+        help=f"access token every request must carry (default ${UI_TOKEN.name}, better: a "
         "command line is visible to other users); required when --host is not loopback",
     )
     ui.add_argument(
@@ -58,17 +58,17 @@ def _ui(args: argparse.Namespace) -> int:
     if missing:
         error(f"the viewer needs {', '.join(missing)}; to fix: pip install 'agentledger[ui]'")
         return EXIT_ERROR
-    token = args.token or os.environ.get(TOKEN_ENV) or None
+    token = args.token or value_of(UI_TOKEN)
     if token is None and not is_loopback(args.host):
         raise UsageError(
             f"--host {args.host} is reachable from other machines: give --token (or set "
-            f"${TOKEN_ENV}), which every request must then carry"
+            f"${UI_TOKEN.name}), which every request must then carry"
         )
     if not 0 < args.port < 65536:
         raise UsageError("--port takes 1 to 65535")
     with ledger_of(args) as ledger:  # the schema checked (exit 3/4) before serving
         ledger.sessions.list(limit=1)
-    url = database_url(args)
+    url, schema = connection_of(args)
     mode = "deletes allowed" if args.allow_delete else "read-only"
     address = f"[{args.host}]" if ":" in args.host else args.host
     say(f"agentledger ui: {masked(url)} ({mode}) on http://{address}:{args.port}/")
@@ -82,7 +82,7 @@ def _ui(args: argparse.Namespace) -> int:
         url,
         host=args.host,
         port=args.port,
-        schema=args.schema,
+        schema=schema,
         token=token,
         allow_delete=args.allow_delete,
     )

@@ -64,9 +64,12 @@ from .urls import (
     is_sqlite,
     mask,
     read_only_sqlite,
+    remember_typed_url,
     resolve_url,
     same_database,
     sqlite_file,
+    takes_schema,
+    typed_url,
     validate_schema,
 )
 
@@ -98,11 +101,14 @@ __all__ = [
     "pgbouncer_engine_options",
     "read_only_options",
     "read_only_sqlite",
+    "remember_typed_url",
     "repair_aiomysql_bytes",
     "resolve_url",
     "same_database",
     "sqlite_file",
     "sqlite_migration_connection",
+    "takes_schema",
+    "typed_url",
     "validate_schema",
 ]
 
@@ -116,6 +122,7 @@ def create_sync_engine(url: str | URL | None = None, **options: Any) -> Engine:
     configure_sqlite_engine(engine)
     _configure_reset(engine, options)
     _configure_ping(engine, options)
+    remember_typed_url(engine, url)
     return engine
 
 
@@ -128,4 +135,5 @@ def create_async_engine_for(url: str | URL | None = None, **options: Any) -> Asy
     configure_sqlite_engine(engine.sync_engine)
     _configure_reset(engine.sync_engine, options)
     _configure_ping(engine.sync_engine, options)
+    remember_typed_url(engine.sync_engine, url)
     return engine

@@ -29,7 +29,7 @@ from .._translate import missing_driver_as, sqlite_busy_ignored
 from ..errors import SchemaError
 from .pool import SQLITE_BUSY_TIMEOUT_MS, _configure_reset, _engine_options
 from .transactions import ONE_STATEMENT_OPTION, WRITE_OPTION
-from .urls import _missing_driver, is_read_only, sqlite_file
+from .urls import _missing_driver, is_read_only, remember_typed_url, sqlite_file, typed_url
 
 
 def configure_sqlite_engine(engine: Engine | AsyncEngine) -> None:
@@ -130,6 +130,7 @@ def create_sqlite_twin(engine: AsyncEngine) -> Engine | None:
     # its dispatch, so this one must look (OptionEngineMixin reads its parent's flag).
     twin._has_events = True
     _twins.add(twin)
+    remember_typed_url(twin, typed_url(sync_engine))
     return twin
 
 

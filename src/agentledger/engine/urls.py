@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import os
 import re
+import weakref
 
 from sqlalchemy import Engine
 from sqlalchemy.engine import URL, make_url
 
 from .._translate import bad_url_as
 from .._translate import mask as mask
+from ..environment import DATABASE_URL
+from ..environment import DEFAULT_URL as DEFAULT_URL
 from ..errors import DatabaseError, SchemaError, ValidationError
 
-DEFAULT_URL = "sqlite:///agentledger.db"
-URL_ENV = "AGENTLEDGER_DATABASE_URL"
+URL_ENV = DATABASE_URL.name
 
 _SYNC_DRIVERS = {
     "sqlite": "pysqlite",
@@ -98,6 +100,23 @@ def resolve_url(url: str | URL | None, *, asynchronous: bool) -> URL:
     return parsed.set(drivername=f"{backend}+{driver}")
 
 
+_TYPED: weakref.WeakKeyDictionary[Engine, str | URL] = weakref.WeakKeyDictionary()
+"""The URL each engine agentledger created was given, as the caller wrote it."""
+
+
+def remember_typed_url(engine: Engine, url: str | URL | None) -> None:
+    """Record the URL ``engine`` was made from as the caller wrote it (None: the
+    environment's, else the default), for ``typed_url``."""
+    _TYPED[engine] = url if url is not None else (os.environ.get(URL_ENV) or DEFAULT_URL)
+
+
+def typed_url(engine: Engine) -> str | URL:
+    """The URL ``engine`` was made from as the caller wrote it (``postgresql://``, not the
+    ``postgresql+psycopg://`` it resolved to), for hints that name a command to run;
+    for an engine agentledger did not create, its own URL."""
+    return _TYPED.get(engine, engine.url)
+
+
 def check_supported(engine: Engine) -> None:
     """Refuse an engine of a dialect agentledger does not run on, with DatabaseError
     naming it and the supported ones (before any SQL: its statements would fail)."""
@@ -149,6 +168,12 @@ def same_database(first: str | URL, second: str | URL) -> bool:
     return a.database == b.database and (a.database or "") not in ("", ":memory:")
 
 
+def takes_schema(dialect_name: str) -> bool:
+    """Whether agentledger's tables can live in a schema of their own there (PostgreSQL):
+    elsewhere they live in the database the URL names."""
+    return dialect_name == "postgresql"
+
+
 def validate_schema(schema: str | None, dialect_name: str) -> str | None:
     """Check the PostgreSQL schema option: an identifier, and only on PostgreSQL."""
     if schema is None:
@@ -159,7 +184,7 @@ def validate_schema(schema: str | None, dialect_name: str) -> str | None:
             "digits or '_'",
             path="schema",
         )
-    if dialect_name != "postgresql":
+    if not takes_schema(dialect_name):
         raise SchemaError(
             f"the schema option is only available on PostgreSQL, not on {dialect_name}: "
             "on SQLite and MySQL/MariaDB agentledger's tables live in the database the "

@@ -19,12 +19,13 @@ from sqlalchemy import Connection, inspect
 from sqlalchemy.engine import URL
 
 from ..engine import mask, resolve_url
+from ..environment import SCHEMA
 from ..errors import SchemaError
 from ..models import VERSION_TABLE, metadata
 from .compare import Difference, differences, shape_problems
 from .scripts import alembic_config, head, is_known, resolve_revision, revision_order
 from .target import Target, connected, missing_file, reported, url_of
-from .version_table import locate
+from .version_table import locate, schemas_holding
 
 # Alembic's `context` is process-global: two threads running commands at once would
 # share it. Database-level locks (see locks.migration_lock) serialise processes.
@@ -111,6 +112,7 @@ def check(target: Target, *, schema: str | None = None) -> None:
         made_without_migrations = at is None and inspect(connection).has_table(
             _SESSIONS, schema=schema
         )
+        elsewhere = schemas_holding(connection) if at is None and schema is None else []
     if at == expected:
         return
     if made_without_migrations:
@@ -120,6 +122,15 @@ def check(target: Target, *, schema: str | None = None) -> None:
             head=expected,
             hint=f"{_db_command('stamp', url_of(target), schema)} checks their shape and "
             "records the revision",
+        )
+    if elsewhere:
+        raise SchemaError(
+            "agentledger's tables are missing from this database's default schema, and "
+            f"PostgreSQL schema {', '.join(elsewhere)} holds them",
+            head=expected,
+            hint=f'pass --schema {elsewhere[0]} (in code: schema="{elsewhere[0]}"; or set '
+            f"{SCHEMA.name}={elsewhere[0]}); `db upgrade` without it would make a second, "
+            "empty set of tables in the default schema",
         )
     if where != VERSION_TABLE:
         hint = f"run the host application's `alembic upgrade heads` (it records {at} in {where})"

@@ -13,7 +13,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
 
 from .._translate import translated
-from ..engine import check_supported, create_sync_engine, resolve_url, sqlite_file
+from ..engine import check_supported, create_sync_engine, resolve_url, sqlite_file, typed_url
 from ..errors import ValidationError
 
 Target: TypeAlias = "str | URL | Engine | Connection"
@@ -31,11 +31,12 @@ def missing_file(target: Target) -> str | None:
 
 
 def url_of(target: Target) -> str | URL:
-    """The URL ``target`` names or is connected to, as the caller gave it."""
+    """The URL ``target`` names or is connected to, as the caller gave it (for an
+    engine agentledger made from a URL: that URL as written, ``typed_url``)."""
     if isinstance(target, Connection):
-        return target.engine.url
+        return typed_url(target.engine)
     if isinstance(target, Engine):
-        return target.url
+        return typed_url(target)
     return target
 
 

@@ -13,7 +13,7 @@ from typing import NamedTuple
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, column, inspect, select, table
 
-from ..engine import brief_transaction, validate_schema
+from ..engine import brief_transaction, takes_schema, validate_schema
 from ..errors import SchemaError
 from ..models import VERSION_TABLE
 from .scripts import revision_order
@@ -63,6 +63,22 @@ def locate(connection: Connection, schema: str | None) -> Location:
             hint="drop the schema option (schema=None, no --schema)",
         )
     return Location(foreign[0].revision, foreign[0].table)
+
+
+def schemas_holding(connection: Connection) -> list[str]:
+    """The schemas other than the connection's default that hold agentledger's version
+    table (where a caller who forgot the schema option finds its tables); none on a
+    database without schemas of their own (``takes_schema``)."""
+    if not takes_schema(connection.dialect.name):
+        return []
+    with brief_transaction(connection):
+        inspector = inspect(connection)
+        default = inspector.default_schema_name
+        return [
+            name
+            for name in inspector.get_schema_names()
+            if name != default and inspector.has_table(VERSION_TABLE, schema=name)
+        ]
 
 
 def _own_revision(connection: Connection, schema: str | None) -> str | None:

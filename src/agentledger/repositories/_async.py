@@ -228,6 +228,7 @@ class AsyncSessionRepository:
         include: Collection[Included] = (),
         id_prefix: str | None = None,
         search: str | None = None,
+        external_key: str | None = None,
     ) -> Page[SessionSummary]:
         """Sessions, most recently updated first (id breaks ties), one page at a time.
 
@@ -239,14 +240,17 @@ class AsyncSessionRepository:
         ``integrations.framework_id_prefix``); ``search`` keeps the sessions whose title,
         opening user message, id or external key (a framework's own id for it: a
         LangGraph thread id, an ADK or OpenAI Agents session id) contains it, ignoring
-        case. Both are conditions on the
-        walk of the ``updated_at`` index, not index look-ups of their own: for a prefix
-        or term that few sessions match, the database reads far into that index (or,
+        case; ``external_key`` keeps the sessions with that external key (compared
+        exactly) in any scope, or in the one ``app_name`` and ``user_id`` narrow it to: a
+        framework's thread or session id when its scope is not known (``get_by_key`` is
+        the one-query look-up when it is). All three are conditions on the walk of the
+        ``updated_at`` index, not index look-ups of their own: for a prefix, term or key
+        that few sessions match, the database reads far into that index (or,
         PostgreSQL's choice, scans the table and sorts the few matches).
 
         Raises:
-            ValidationError: a bad limit, include, prefix or search text, or a cursor that
-                is tampered with or comes from a listing with other filters.
+            ValidationError: a bad limit, include, prefix, search text or key, or a cursor
+                that is tampered with or comes from a listing with other filters.
         """
         return await self._run(
             self._proxied.list,
@@ -258,6 +262,7 @@ class AsyncSessionRepository:
             include=include,
             id_prefix=id_prefix,
             search=search,
+            external_key=external_key,
         )
 
     async def most_recent(
@@ -552,16 +557,17 @@ class AsyncStepRepository:
         self,
         by: UsageKey,
         *,
-        since: datetime,
-        until: datetime,
+        since: datetime | None = None,
+        until: datetime | None = None,
         user_id: str | None = None,
         limit: int = 1000,
     ) -> list[UsageGroup]:
         """Token totals of the steps started in ``since <= t < until`` (of ``user_id``'s
         sessions, if given), grouped ``by`` ``"day"`` (UTC; in day order), ``"model"`` or
         ``"user"`` (the session's user_id; both largest total first), at most ``limit``
-        groups. One query: a range scan of the ``(started_at, model)`` index, joined to
-        the sessions only for ``"user"`` or ``user_id``.
+        groups. As in ``usage``, a bound left out leaves that side open: no bounds, every
+        step. One query: a range scan of the ``(started_at, model)`` index (all of it
+        without bounds), joined to the sessions only for ``"user"`` or ``user_id``.
 
         Raises:
             ValidationError: an unknown ``by``, naive times or a bad limit.

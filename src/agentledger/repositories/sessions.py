@@ -430,6 +430,7 @@ class SessionRepository(Repository):
         include: Collection[Included] = (),
         id_prefix: str | None = None,
         search: str | None = None,
+        external_key: str | None = None,
     ) -> Page[SessionSummary]:
         """Sessions, most recently updated first (id breaks ties), one page at a time.
 
@@ -441,25 +442,31 @@ class SessionRepository(Repository):
         ``integrations.framework_id_prefix``); ``search`` keeps the sessions whose title,
         opening user message, id or external key (a framework's own id for it: a
         LangGraph thread id, an ADK or OpenAI Agents session id) contains it, ignoring
-        case. Both are conditions on the
-        walk of the ``updated_at`` index, not index look-ups of their own: for a prefix
-        or term that few sessions match, the database reads far into that index (or,
+        case; ``external_key`` keeps the sessions with that external key (compared
+        exactly) in any scope, or in the one ``app_name`` and ``user_id`` narrow it to: a
+        framework's thread or session id when its scope is not known (``get_by_key`` is
+        the one-query look-up when it is). All three are conditions on the walk of the
+        ``updated_at`` index, not index look-ups of their own: for a prefix, term or key
+        that few sessions match, the database reads far into that index (or,
         PostgreSQL's choice, scans the table and sorts the few matches).
 
         Raises:
-            ValidationError: a bad limit, include, prefix or search text, or a cursor that
-                is tampered with or comes from a listing with other filters.
+            ValidationError: a bad limit, include, prefix, search text or key, or a cursor
+                that is tampered with or comes from a listing with other filters.
         """
         bounded_int(limit, "limit", low=1, high=MAX_PAGE_SIZE)
         extras = _included(include)
-        filters = (
+        filters: tuple[str | None, ...] = (
             scope_value(app_name, field="app_name"),
             scope_value(user_id, field="user_id"),
             _text(status, field="status", max_length=32),
             _pattern(id_prefix, field="id_prefix", max_length=128, around="{}%"),
             _pattern(search, field="search", max_length=256, around="%{}%"),
         )
-        names = ("app_name", "user_id", "status", "id_prefix", "search")
+        names: tuple[str, ...] = ("app_name", "user_id", "status", "id_prefix", "search")
+        if external_key is not None:  # a sixth filter only when given: older cursors hold five
+            key = checked_text(external_key, "external_key", max_length=MAX_EXTERNAL_KEY_LENGTH)
+            filters, names = (*filters, key), (*names, "external_key")
         params: dict[str, Any] = dict(zip(names, filters, strict=True))
         params["n"] = limit + 1
         if cursor is not None:
@@ -602,6 +609,7 @@ def _listing(
     status: bool,
     id_prefix: bool = False,
     search: bool = False,
+    external_key: bool = False,
     *,
     after: bool,
     include: Sequence[str] = (),
@@ -629,6 +637,8 @@ def _listing(
                 SESSIONS.c.external_key.ilike(term, escape="/"),
             )
         )
+    if external_key:
+        query = query.where(SESSIONS.c.external_key == bindparam("external_key"))
     if after:
         position = (
             bindparam("after_updated_at", type_=SESSIONS.c.updated_at.type),

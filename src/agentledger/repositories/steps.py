@@ -454,16 +454,17 @@ class StepRepository(Repository):
         self,
         by: UsageKey,
         *,
-        since: datetime,
-        until: datetime,
+        since: datetime | None = None,
+        until: datetime | None = None,
         user_id: str | None = None,
         limit: int = 1000,
     ) -> list[UsageGroup]:
         """Token totals of the steps started in ``since <= t < until`` (of ``user_id``'s
         sessions, if given), grouped ``by`` ``"day"`` (UTC; in day order), ``"model"`` or
         ``"user"`` (the session's user_id; both largest total first), at most ``limit``
-        groups. One query: a range scan of the ``(started_at, model)`` index, joined to
-        the sessions only for ``"user"`` or ``user_id``.
+        groups. As in ``usage``, a bound left out leaves that side open: no bounds, every
+        step. One query: a range scan of the ``(started_at, model)`` index (all of it
+        without bounds), joined to the sessions only for ``"user"`` or ``user_id``.
 
         Raises:
             ValidationError: an unknown ``by``, naive times or a bad limit.
@@ -483,10 +484,11 @@ class StepRepository(Repository):
             func.coalesce(func.sum(_STEPS.c.input_tokens), 0),
             func.coalesce(func.sum(_STEPS.c.output_tokens), 0),
             total,
-        ).where(
-            _STEPS.c.started_at >= utc(since, field="since"),
-            _STEPS.c.started_at < utc(until, field="until"),
         )
+        if since is not None:
+            query = query.where(_STEPS.c.started_at >= utc(since, field="since"))
+        if until is not None:
+            query = query.where(_STEPS.c.started_at < utc(until, field="until"))
         if by == "user" or user_id is not None:
             query = query.join(_SESSIONS, _SESSIONS.c.id == _STEPS.c.session_id)
         if user_id is not None:

@@ -280,6 +280,50 @@ class ListingContract:
         page = await harness.ledger.sessions.list(id_prefix="adk.")
         assert sorted(item.id for item in page.items) == ["adk.1", "adk.2"]
 
+    async def test_list_by_external_key_finds_it_in_every_scope_and_exactly(
+        self, harness: Harness
+    ) -> None:
+        create = harness.ledger.sessions.create
+        await create("lg", app_name="langgraph", external_key="refund-order-1042")
+        await create("adk", app_name="trips", user_id="ada", external_key="refund-order-1042")
+        await create("other", app_name="langgraph", external_key="refund-order-10")
+        await create("plain")
+        page = await harness.ledger.sessions.list(
+            external_key="refund-order-1042", include=["external_key"]
+        )
+        assert sorted(item.id for item in page.items) == ["adk", "lg"]
+        assert {item.external_key for item in page.items} == {"refund-order-1042"}
+
+    async def test_list_by_external_key_narrows_to_the_scope_given(self, harness: Harness) -> None:
+        await harness.ledger.sessions.create("lg", app_name="langgraph", external_key="k")
+        await harness.ledger.sessions.create("adk", app_name="trips", external_key="k")
+        page = await harness.ledger.sessions.list(external_key="k", app_name="trips")
+        assert [item.id for item in page.items] == ["adk"]
+
+    @tier("logic")
+    async def test_pages_by_external_key_cover_each_keyed_session_once(
+        self, harness: Harness
+    ) -> None:
+        for user in ("u1", "u2", "u3"):
+            await harness.ledger.sessions.create(f"s-{user}", user_id=user, external_key="k")
+        first = await harness.ledger.sessions.list(external_key="k", limit=2)
+        assert first.next_cursor is not None
+        rest = await harness.ledger.sessions.list(
+            external_key="k", limit=2, cursor=first.next_cursor
+        )
+        seen = [item.id for item in first.items + rest.items]
+        assert sorted(seen) == ["s-u1", "s-u2", "s-u3"] and rest.next_cursor is None
+
+    @tier("logic")
+    async def test_a_cursor_of_another_external_key_is_refused(self, harness: Harness) -> None:
+        for user in ("u1", "u2"):
+            await harness.ledger.sessions.create(f"s-{user}", user_id=user, external_key="k")
+        page = await harness.ledger.sessions.list(external_key="k", limit=1)
+        with pytest.raises(ValidationError):
+            await harness.ledger.sessions.list(external_key="j", limit=1, cursor=page.next_cursor)
+        with pytest.raises(ValidationError):
+            await harness.ledger.sessions.list(limit=1, cursor=page.next_cursor)
+
     async def test_list_search_finds_title_or_opening_message_ignoring_case_and_literally(
         self, harness: Harness
     ) -> None:

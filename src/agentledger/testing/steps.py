@@ -193,6 +193,16 @@ class UsageContract:
         assert [(g.key, g.usage.input_tokens) for g in users] == [("bob", 40), ("ada", 30)]
         assert [g.key for g in await by("model", user_id="ada", **everything)] == ["small", "big"]
 
+    async def test_usage_by_without_bounds_groups_every_step(self, harness: Harness) -> None:
+        start = await self._seed(harness)
+        everything = {"since": start, "until": start + timedelta(days=3)}
+        by = harness.ledger.steps.usage_by
+        assert await by("model") == await by("model", **everything)
+        assert await by("day", since=start + timedelta(days=1)) == await by(
+            "day", since=start + timedelta(days=1), until=start + timedelta(days=3)
+        )
+        assert [g.key for g in await by("day", until=start + timedelta(days=1))] == ["2026-03-01"]
+
     @tier("logic")
     async def test_usage_by_an_unknown_grouping_is_refused(self, harness: Harness) -> None:
         now = datetime(2026, 3, 1, tzinfo=UTC)

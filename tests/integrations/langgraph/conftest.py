@@ -22,6 +22,12 @@ from agentledger.integrations.langgraph import AsyncLedgerSaver, LedgerSaver
 from ...backends import Target, parametrize_targets
 from ...databases import empty_tables, memory_ledger, migrated_once
 
+SYNC_UNIT_ONLY = (
+    "the sync API only: it runs the saver's repository in a sync unit of work, which an "
+    "async ledger does not have"
+)
+"""The skip reason of a test that needs a sync unit of work."""
+
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     parametrize_targets(metafunc, "saved")
@@ -41,7 +47,10 @@ class Saved:
     def reopen_url(self) -> URL:
         """The URL a second saver (or process) opens; skips for an in-memory store."""
         if self.url is None:
-            pytest.skip("an in-memory store cannot be opened a second time")
+            pytest.skip(
+                "a database file or server only: it opens the store a second time, which an "
+                "in-memory store cannot be"
+            )
         return self.url
 
 

@@ -180,7 +180,10 @@ def test_hidden_parameters_stay_hidden_in_driver_sql_s_log(
 
 def _sync_engine(saved: Saved) -> Any:
     if not isinstance(saved.ledger, Ledger) or saved.url is None:
-        pytest.skip("driver SQL is compared on a sync ledger's own engine")
+        pytest.skip(
+            "the sync API on a database URL only: it compares the SQL sent through the driver "
+            "with what the same ledger's own engine sends"
+        )
     if saved.ledger.engine.dialect.name not in ("sqlite", "postgresql"):
         pytest.skip("driver SQL runs on SQLite and PostgreSQL")
     return saved.ledger.engine

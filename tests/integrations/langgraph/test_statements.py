@@ -17,7 +17,7 @@ from agentledger.repositories.langgraph import LangGraphRepository
 from agentledger.repositories.langgraph import repository as langgraph_repository
 
 from ...contract._sql import starting, statements_during, work
-from .conftest import Saved, close, make_ledger, make_saver, settled
+from .conftest import SYNC_UNIT_ONLY, Saved, close, make_ledger, make_saver, settled
 
 
 async def _thread(saved: Saved, thread_id: str, length: int) -> dict[str, Any]:
@@ -55,7 +55,7 @@ async def test_get_tuple_in_a_read_only_unit_of_work_keeps_its_snapshot(saved: S
     # A one-statement get skips SQLite's read BEGIN only in a ledger call of its own; in a
     # unit of work it is one statement of the unit's transaction, which sees one snapshot.
     if saved.mode == "async":
-        pytest.skip("the sync repository in a sync unit of work")
+        pytest.skip(SYNC_UNIT_ONLY)
     config = await _thread(saved, "snap", 2)
     other = make_ledger(saved.mode, saved.reopen_url())
     try:
@@ -146,7 +146,10 @@ async def _put_stores(saved: Saved, config: dict[str, Any]) -> tuple[dict[str, A
 
 def _postgresql_only(saved: Saved) -> None:
     if saved.ledger.engine.dialect.name != "postgresql":
-        pytest.skip("PostgreSQL's write by the session's key")
+        pytest.skip(
+            "PostgreSQL only: it checks the write that finds a thread's session by its key "
+            "in the same statement, which only PostgreSQL has"
+        )
 
 
 async def test_a_threads_first_put_on_postgresql_is_one_statement_creating_its_session(

@@ -27,7 +27,7 @@ from agentledger.repositories.sessions import keyed_session_id
 from agentledger.retention import PurgePolicy
 
 from ...databases import dialect_params, scratch_database
-from .conftest import Saved, settled
+from .conftest import SYNC_UNIT_ONLY, Saved, settled
 
 TABLES = (AgentLangGraphCheckpoint, AgentLangGraphBlob, AgentLangGraphWrite)
 
@@ -186,7 +186,7 @@ def test_a_write_sets_the_threads_updated_at_when_over_a_second_old(
 
 def _sync_unit(saved: Saved) -> Any:
     if not isinstance(saved.ledger, Ledger):
-        pytest.skip("the sync repository in a sync unit of work")
+        pytest.skip(SYNC_UNIT_ONLY)
     return saved.ledger.unit_of_work()
 
 
@@ -259,7 +259,10 @@ async def test_a_first_put_whose_thread_another_writer_created_meanwhile_stores_
     # its session first; another writer created it just before: that statement stores
     # nothing, and the write by key runs, into theirs.
     if saved.ledger.engine.dialect.name != "postgresql" or not isinstance(saved.ledger, Ledger):
-        pytest.skip("PostgreSQL's write into a new session, raced from a sync ledger")
+        pytest.skip(
+            "PostgreSQL and the sync API only: it races two writers creating one thread's "
+            "session, which only PostgreSQL does in the same statement as the write"
+        )
     theirs: list[str] = []
     outcomes: list[bool | None] = []
     original = langgraph_repository.insert_for_new_session
