@@ -193,6 +193,17 @@ def test_export_to_stdout_keeps_stdout_for_the_data(
     assert err.startswith("exported 1 session, 0 messages")
 
 
+def test_export_to_a_dash_writes_stdout_not_a_file_named_dash(
+    db: str, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["export", "--url", db, "--session", "bugfix-431", "-o", "-"]) == EXIT_OK
+
+    out, _ = capsys.readouterr()
+    assert list(json.loads(out.splitlines()[0])) == ["agentledger_export"]
+    assert not (tmp_path / "-").exists()
+
+
 def test_import_twice_then_a_conflict_exits_5(
     db: str, empty: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -40,7 +40,10 @@ def add_transfer_groups(groups: Groups) -> None:
     add_timeout_options(export)
     _add_selection(export)
     export.add_argument(
-        "-o", "--output", metavar="FILE", help="write to FILE (.gz compresses) instead of stdout"
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="write to FILE (.gz compresses) instead of stdout (-: stdout)",
     )
     add_batch(export, transfer.DEFAULT_BATCH)
     export.set_defaults(handler=_export)
@@ -128,6 +131,8 @@ def _since(value: str) -> datetime:
 
 
 def _export(args: argparse.Namespace) -> int:
+    if args.output == "-":
+        args.output = None
     selection = _selection(args)
     destination: transfer.Destination = args.output or sys.stdout
     with ledger_of(args) as ledger, progress_line("export") as progress:
