@@ -6,6 +6,7 @@ versioned with Alembic, with optimistic concurrency on every dialect.
 """
 
 from ._json import Limits
+from ._retry import RetryPolicy
 from .engine import configure_sqlite_engine
 from .errors import (
     AgentLedgerError,
@@ -103,6 +104,7 @@ __all__ = [
     "QueryCancelledError",
     "RecordValidationError",
     "ResourceExhaustedError",
+    "RetryPolicy",
     "RunSummary",
     "SchemaError",
     "SessionOverview",

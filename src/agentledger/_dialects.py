@@ -84,6 +84,12 @@ class Capabilities:
     """A database that is one local file (SQLite): its free pages are given back only
     by VACUUM, and its migrations rebuild tables in batch mode, which needs a live
     database (no offline SQL) and one transaction with foreign keys off."""
+    retry_attempts: int
+    """How many attempts a ledger given no ``RetryPolicy`` makes of a call that fails
+    transiently (``RetryPolicy.attempts``). One server aborts a transaction to keep
+    it serializable only when writers meet on one row, and 4 attempts absorb that; a
+    multi-primary cluster (a row the probe sets apart) aborts far more at COMMIT and
+    needs a larger budget."""
 
 
 _POSTGRESQL = Capabilities(
@@ -104,6 +110,7 @@ _POSTGRESQL = Capabilities(
     index_hints=False,
     driver_sql=True,
     single_file=False,
+    retry_attempts=4,
 )
 _SQLITE = Capabilities(
     update_returning=True,
@@ -123,6 +130,7 @@ _SQLITE = Capabilities(
     index_hints=False,
     driver_sql=True,
     single_file=True,
+    retry_attempts=4,
 )
 _MYSQL = Capabilities(
     update_returning=False,
@@ -142,6 +150,7 @@ _MYSQL = Capabilities(
     index_hints=True,
     driver_sql=False,
     single_file=False,
+    retry_attempts=4,
 )
 
 CAPABILITIES: dict[str, Capabilities] = {

@@ -33,9 +33,10 @@ from sqlalchemy.orm import Session
 
 from . import _driver, migrations
 from ._concurrency import Waits
+from ._dialects import capabilities
 from ._probe import probe
 from ._retry import (
-    TRANSIENT_RETRIES,
+    RetryPolicy,
     is_lost_before_commit,
     retrying,
     transient_or_replayable,
@@ -83,6 +84,7 @@ class LedgerRunner:
         waits: Waits,
         session_factory: SessionFactory,
         driver_sql: bool,
+        retry: RetryPolicy | None = None,
     ) -> None:
         self._engines = engines
         self.settings = settings
@@ -105,7 +107,18 @@ class LedgerRunner:
         reason = _driver.unavailable(engines(), owns_engine=owns_engine, schema=settings.schema)
         self.on_driver = driver_sql and reason is None
         """Whether operations marked ``on_driver`` take driver SQL (``_driver``)."""
+        self._retry = retry
+        """The policy the ledger was given, or None for its database's default."""
+        self._default_retry = RetryPolicy(
+            attempts=capabilities(engines.main.dialect).retry_attempts
+        )
         _RUNNERS.add(self)
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        """How this ledger runs work again: the policy it was given, else the default
+        budget of its database (``Capabilities.retry_attempts``)."""
+        return self._retry or self._default_retry
 
     # -- readiness --------------------------------------------------------------------------
 
@@ -255,7 +268,7 @@ class LedgerRunner:
         replayable = transient_or_replayable(lambda: bool(begun) and begun[0].replay_safe)
         return retrying(
             attempt,
-            retries=TRANSIENT_RETRIES,
+            policy=self.retry_policy,
             retry_on=lambda error: lost_before_commit(error) or replayable(error),
             sleep=self.waits.sleep,
             what=call.__qualname__,
