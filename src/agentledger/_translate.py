@@ -56,6 +56,9 @@ _SQLITE_CANCELLED = {"SQLITE_INTERRUPT"}
 _SQLITE_DISK_FULL = {"SQLITE_FULL"}
 _SQLITE_OUT_OF_MEMORY = {"SQLITE_NOMEM", "SQLITE_IOERR_NOMEM"}
 _SQLITE_UNAVAILABLE = {"SQLITE_IOERR"}
+_MYSQL_TRANSACTION_GONE = {1305}
+"""ROLLBACK TO a SAVEPOINT that no longer exists: the server rolled the whole transaction
+back (InnoDB after a deadlock, Galera after aborting it), and the savepoint with it."""
 _UNIQUE = {"23505"}
 _FOREIGN_KEY = {"23503"}
 
@@ -169,6 +172,36 @@ def scrub_urls(text: str, urls: Iterable[str]) -> str:
     return text
 
 
+def _says_only_that_the_transaction_is_gone(error: BaseException) -> bool:
+    return isinstance(error, sa_exc.PendingRollbackError) or (
+        mysql_errno(error) in _MYSQL_TRANSACTION_GONE
+    )
+
+
+def what_lost_the_transaction(error: BaseException) -> BaseException | None:
+    """The database error that aborted the transaction, when ``error`` only says that
+    the transaction is gone: SQLAlchemy's PendingRollbackError (a statement after a
+    failed one, before the rollback), or MariaDB/MySQL's 1305 (SQLAlchemy's ROLLBACK TO
+    SAVEPOINT after a failed flush, when the server had rolled back the whole
+    transaction). The cause is in the exception's chain (raised from it, or while it
+    was handled): a deadlock there makes the whole a serialization conflict, which a
+    retry fixes, where the error on top would be a plain DatabaseError."""
+    if not _says_only_that_the_transaction_is_gone(error):
+        return None
+    seen: set[int] = set()
+    chain: list[BaseException | None] = [error]
+    while chain:  # both links of each: a driver's error may carry only one of them
+        found = chain.pop(0)
+        if found is None or id(found) in seen:
+            continue
+        seen.add(id(found))
+        coded = sqlstate(found) is not None or mysql_errno(found) is not None
+        if coded and not _says_only_that_the_transaction_is_gone(found):
+            return found
+        chain += [found.__cause__, found.__context__]
+    return None
+
+
 def translate(error: BaseException, url: URL | None) -> AgentLedgerError:
     """The AgentLedgerError that tells a caller what ``error`` means for them."""
     if isinstance(error, AgentLedgerError):
@@ -181,6 +214,9 @@ def translate(error: BaseException, url: URL | None) -> AgentLedgerError:
     )
     if isinstance(error, StaleDataError):
         return ConflictError(f"another writer changed the row first: {error}", reason="stale")
+    lost = what_lost_the_transaction(error)
+    if lost is not None:
+        return translate(lost, url)
     if isinstance(error, sa_exc.DBAPIError) and error.connection_invalidated:
         return DatabaseUnavailableError(f"the database connection was lost{where}: {detail}")
     code, errno, name = sqlstate(error), mysql_errno(error), sqlite_name(error)

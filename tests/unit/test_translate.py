@@ -288,3 +288,33 @@ def test_translated_turns_a_driver_error_into_ours_and_lets_the_rest_through() -
         raise KeyError("not a database error")
     with translated(URL):
         pass
+
+
+def raised_while_handling(error: BaseException, handled: BaseException) -> BaseException:
+    """``error`` as Python leaves it when raised inside ``except`` for ``handled``."""
+    error.__context__ = handled
+    return error
+
+
+def test_a_savepoint_gone_after_a_deadlock_is_the_deadlock() -> None:
+    deadlock = wrapped(MySQLError(1213, "Deadlock found"))
+    gone = raised_while_handling(wrapped(MySQLError(1305, "SAVEPOINT does not exist")), deadlock)
+    translated = translate(gone, URL)
+    assert isinstance(translated, ConflictError)
+    assert (translated.reason, translated.retryable) == ("serialization", True)
+
+
+def test_a_pending_rollback_caused_by_a_deadlock_is_the_deadlock() -> None:
+    pending = sa_exc.PendingRollbackError(
+        "Can't reconnect until invalid transaction is rolled back"
+    )
+    pending.__cause__ = wrapped(MySQLError(1213, "Deadlock found"))
+    translated = translate(pending, URL)
+    assert isinstance(translated, ConflictError)
+    assert translated.reason == "serialization"
+
+
+def test_a_savepoint_gone_for_no_known_reason_stays_a_database_error() -> None:
+    translated = translate(wrapped(MySQLError(1305, "SAVEPOINT does not exist")), URL)
+    assert type(translated) is DatabaseError
+    assert not translated.retryable

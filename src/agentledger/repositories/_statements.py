@@ -28,6 +28,7 @@ from sqlalchemy import (
     true,
 )
 from sqlalchemy import cast as sql_cast
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Session
 
@@ -50,6 +51,16 @@ def creators_take_turns(connection: Connection, key: str) -> Iterator[None]:
     PostgreSQL reports a duplicate without a lock on the row, and SQLite's write
     transactions already run one at a time: nothing to do there. The wait for the
     named lock is bounded by the connection's lock wait timeout.
+
+    A named lock belongs to the server session, not to the transaction: a rollback
+    keeps it, and a pooled connection would carry it to its next user while every
+    other creator of the row waited out its timeout. So after a database failure
+    inside the turn (a deadlock, a lock wait that ran out, a Galera node aborting the
+    transaction: the server may have rolled the transaction back, and SQLAlchemy may
+    refuse any statement until the caller rolls back), and after a release that
+    fails, the connection is invalidated: it is closed, the server ends the session
+    and frees the lock with it, and the pool connects anew. The failure itself is
+    what the caller sees (a deadlock: ``ConflictError("serialization")``, retried).
     """
     if not capabilities(connection.dialect).gap_locks:
         yield
@@ -62,8 +73,28 @@ def creators_take_turns(connection: Connection, key: str) -> Iterator[None]:
         raise DatabaseLockedError(f"another creator of {key!r} held its lock too long")
     try:
         yield
-    finally:
-        connection.execute(text("SELECT RELEASE_LOCK(:name)"), {"name": name})
+    except sa_exc.SQLAlchemyError as failure:
+        connection.invalidate(failure)
+        raise
+    except BaseException:
+        _release(connection, name, after_failure=True)
+        raise
+    _release(connection, name)
+
+
+_RELEASE_LOCK = text("SELECT RELEASE_LOCK(:name)")
+
+
+def _release(connection: Connection, name: str, *, after_failure: bool = False) -> None:
+    """Release the named lock ``name``; if that fails, invalidate ``connection`` and
+    raise why (``after_failure``: the failure being raised already is the one the
+    caller sees)."""
+    try:
+        connection.execute(_RELEASE_LOCK, {"name": name})
+    except Exception as failure:
+        connection.invalidate(failure)
+        if not after_failure:
+            raise
 
 
 _LAST_INSERT_ID = select(func.last_insert_id())
