@@ -54,7 +54,7 @@ from .engine import (
 from .errors import (
     AgentLedgerError,
     DatabaseError,
-    PermissionDeniedError,
+    ReadOnlyDatabaseError,
     UsageError,
     ValidationError,
 )
@@ -200,7 +200,7 @@ class LedgerRunner:
         one consistent snapshot."""
         self.ensure_ready()
         if writes and join is None and is_read_only(self.settings.url):
-            raise PermissionDeniedError(
+            raise ReadOnlyDatabaseError(
                 f"{mask(self.settings.url)} is opened read-only: this process cannot "
                 "write the SQLite file or its folder (read-only media?), so it can only "
                 "be read"
