@@ -54,6 +54,7 @@ from .transactions import (
     WRITE_OPTION,
     brief_transaction,
     read_only_options,
+    read_only_transaction,
 )
 from .urls import (
     DEFAULT_URL,
@@ -98,6 +99,7 @@ __all__ = [
     "pgbouncer_engine_options",
     "read_only_options",
     "read_only_sqlite",
+    "read_only_transaction",
     "repair_aiomysql_bytes",
     "resolve_url",
     "same_database",

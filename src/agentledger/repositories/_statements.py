@@ -33,6 +33,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Session
 
 from .._dialects import capabilities
+from ..engine import read_only_transaction
 from ..errors import DatabaseLockedError
 
 if TYPE_CHECKING:
@@ -204,11 +205,12 @@ def snapshot_read_options(dialect_name: str) -> dict[str, Any]:
 
     PostgreSQL's default READ COMMITTED takes a new snapshot per statement, so later
     pages could disagree with earlier ones; REPEATABLE READ keeps the first (and a
-    read-only transaction there never fails to serialize). MariaDB/MySQL's default
-    REPEATABLE READ and a SQLite read transaction (WAL) already read one snapshot.
+    read-only transaction there never fails to serialize; ``begin_snapshot`` makes it
+    read-only). MariaDB/MySQL's default REPEATABLE READ and a SQLite read transaction
+    (WAL) already read one snapshot.
     """
     if capabilities(dialect_name).snapshot_read == "isolation_option":
-        return {"isolation_level": "REPEATABLE READ", "postgresql_readonly": True}
+        return {"isolation_level": "REPEATABLE READ"}
     return {}
 
 
@@ -231,16 +233,22 @@ def stream_options(connection: Connection, partition: int) -> dict[str, Any]:
 def begin_snapshot(connection: Connection) -> None:
     """Begin a read-only unit of work's transaction where its options cannot.
 
-    PostgreSQL gets REPEATABLE READ READ ONLY from the connection options
-    (``snapshot_read_options``: the snapshot is the first statement's), and SQLite's
-    deferred BEGIN reads one snapshot from its first read (WAL). MariaDB/MySQL have no
-    such option in SQLAlchemy: this sends the statements that start a read-only
-    transaction on a snapshot taken now (at REPEATABLE READ whatever the session's
-    level, since a consistent snapshot means nothing at READ COMMITTED; the SET is
-    skipped, a round trip less, when the connection is at REPEATABLE READ already, the
-    server's default). A write inside it fails on the server too (errno 1792).
+    PostgreSQL gets REPEATABLE READ from the connection options
+    (``snapshot_read_options``: the snapshot is the first statement's) and READ ONLY
+    for this transaction alone (``engine.read_only_transaction``: SQLAlchemy's own
+    option would leave the connection beginning READ WRITE, which a hot standby
+    refuses). SQLite's deferred BEGIN reads one snapshot from its first read (WAL).
+    MariaDB/MySQL have no such option in SQLAlchemy: this sends the statements that
+    start a read-only transaction on a snapshot taken now (at REPEATABLE READ whatever
+    the session's level, since a consistent snapshot means nothing at READ COMMITTED;
+    the SET is skipped, a round trip less, when the connection is at REPEATABLE READ
+    already, the server's default). A write inside it fails on the server too (errno
+    1792, SQLSTATE 25006).
     """
-    if capabilities(connection.dialect).snapshot_read == "consistent_snapshot":
+    how = capabilities(connection.dialect).snapshot_read
+    if how == "isolation_option":
+        read_only_transaction(connection)
+    elif how == "consistent_snapshot":
         level = connection.get_execution_options().get("isolation_level")
         if (level or connection.default_isolation_level) != "REPEATABLE READ":
             connection.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
