@@ -34,7 +34,7 @@ from sqlalchemy.orm import Session
 from . import _driver, migrations
 from ._concurrency import Waits
 from ._dialects import capabilities
-from ._probe import probe
+from ._probe import cluster_of, probe
 from ._retry import (
     RetryPolicy,
     is_lost_before_commit,
@@ -117,7 +117,8 @@ class LedgerRunner:
     @property
     def retry_policy(self) -> RetryPolicy:
         """How this ledger runs work again: the policy it was given, else the default
-        budget of its database (``Capabilities.retry_attempts``)."""
+        budget of its database (``Capabilities.retry_attempts``: a cluster's once the
+        probe found one at first use)."""
         return self._retry or self._default_retry
 
     # -- readiness --------------------------------------------------------------------------
@@ -158,6 +159,8 @@ class LedgerRunner:
         check_borrowed_sqlite(connection)
         repair_aiomysql_bytes(connection.dialect)
         probe(connection)
+        found = capabilities(connection.dialect, cluster=cluster_of(connection))
+        self._default_retry = RetryPolicy(attempts=found.retry_attempts)
         self._read_options = read_only_options(connection)
 
     @property

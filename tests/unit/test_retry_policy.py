@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, event
 
-from agentledger import AsyncLedger, ConflictError, Ledger, NewMessage, RetryPolicy
+from agentledger import AsyncLedger, ConflictError, Ledger, NewMessage, RetryPolicy, _runner
 from agentledger._dialects import capabilities
 
 NO_WAIT = {"base_delay": 0.0, "max_delay": 0.0}
@@ -147,3 +147,23 @@ def test_a_run_that_gives_up_says_so_in_a_warning(caplog: pytest.LogCaptureFixtu
     last = [r.getMessage() for r in caplog.records if r.name == "agentledger.retry"][-1]
     assert last.startswith("gave up on ledger.run(")
     assert "after 3 attempts: ConflictError: someone else wrote first" in last
+
+
+def test_a_ledger_on_a_cluster_the_probe_found_takes_the_clusters_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_runner, "cluster_of", lambda _connection: "galera")
+    with Ledger.in_memory() as ledger:
+        ledger.sessions.create("s")
+        with deadlocks_on_insert(ledger.engine, times=100) as tried, pytest.raises(ConflictError):
+            ledger.messages.append("s", NewMessage(role="user", content="hi"))
+    assert len(tried) == capabilities("mysql", cluster="galera").retry_attempts
+
+
+def test_a_policy_given_wins_over_the_clusters_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_runner, "cluster_of", lambda _connection: "galera")
+    with Ledger.in_memory(retry=RetryPolicy(attempts=2, **NO_WAIT)) as ledger:
+        ledger.sessions.create("s")
+        with deadlocks_on_insert(ledger.engine, times=100) as tried, pytest.raises(ConflictError):
+            ledger.messages.append("s", NewMessage(role="user", content="hi"))
+    assert len(tried) == 2
