@@ -60,13 +60,19 @@ class PrivatePostgres:
 
     def close(self) -> None:
         """Stop the server and delete its folder (the keeper does both on EOF)."""
-        if self.keeper.stdin is not None and not self.keeper.stdin.closed:
-            self.keeper.stdin.close()
-        try:
-            self.keeper.wait(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self.keeper.kill()
-            self.keeper.wait()
+        close_keeper(self.keeper)
+
+
+def close_keeper(keeper: subprocess.Popen[bytes]) -> None:
+    """Close the keeper's input, which makes it stop its servers and delete their
+    folder, and wait for it (kill it if it hangs)."""
+    if keeper.stdin is not None and not keeper.stdin.closed:
+        keeper.stdin.close()
+    try:
+        keeper.wait(timeout=STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        keeper.kill()
+        keeper.wait()
 
 
 class StartError(RuntimeError):
@@ -80,8 +86,21 @@ def start(database: str) -> PrivatePostgres:
     except ImportError as error:
         hint = "it comes with the test extra: pip install -e '.[test]'"
         raise StartError(f"{error} ({hint})") from None
+    keeper, report = launch_keeper(Path(__file__), database, what="the private PostgreSQL")
+    return PrivatePostgres(
+        url=report["url"],
+        version=report["version"],
+        folder=Path(report["folder"]),
+        pid=int(report["pid"]),
+        keeper=keeper,
+    )
+
+
+def launch_keeper(script: Path, *args: str, what: str) -> tuple[subprocess.Popen[bytes], Any]:
+    """Run the keeper ``script`` with ``args`` in a session of its own, and read the
+    JSON line it reports once its servers are up (``what`` names them in the error)."""
     keeper = subprocess.Popen(
-        [sys.executable, str(Path(__file__).resolve()), database],
+        [sys.executable, str(script.resolve()), *args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -94,18 +113,12 @@ def start(database: str) -> PrivatePostgres:
     reader.start()
     reader.join(START_TIMEOUT_S)
     report: dict[str, Any] = json.loads(lines[0]) if lines and lines[0] else {}
-    if "url" not in report:
+    if "error" in report or not report:
         keeper.kill()
         keeper.wait()
         reason = report.get("error") or f"no answer within {START_TIMEOUT_S} s"
-        raise StartError(f"the private PostgreSQL did not start: {reason}")
-    return PrivatePostgres(
-        url=report["url"],
-        version=report["version"],
-        folder=Path(report["folder"]),
-        pid=int(report["pid"]),
-        keeper=keeper,
-    )
+        raise StartError(f"{what} did not start: {reason}")
+    return keeper, report
 
 
 # --- the keeper: everything below runs in its own process -------------------------
@@ -243,22 +256,26 @@ def _postmaster_pid(data: Path) -> int:
 
 def _stop(bin_dir: Path, folder: Path, run_as: dict[str, Any]) -> None:
     """Stop the server however it can be stopped, then delete the folder."""
-    data = folder / "data"
-    if (data / "postmaster.pid").exists():
-        pid = _postmaster_pid(data)
-        for mode in ("fast", "immediate"):
-            done = subprocess.run(
-                [str(bin_dir / "pg_ctl"), "-D", str(data), "-m", mode, "-w", "-t", "20", "stop"],
-                capture_output=True,
-                env=_env(),
-                **run_as,
-            )
-            if done.returncode == 0:
-                break
-        else:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+    stop_server(bin_dir, folder / "data", run_as)
     shutil.rmtree(folder, ignore_errors=True)
+
+
+def stop_server(bin_dir: Path, data: Path, run_as: dict[str, Any]) -> None:
+    """Stop the server of ``data`` if it runs: fast, else immediate, else SIGKILL."""
+    if not (data / "postmaster.pid").exists():
+        return
+    pid = _postmaster_pid(data)
+    for mode in ("fast", "immediate"):
+        done = subprocess.run(
+            [str(bin_dir / "pg_ctl"), "-D", str(data), "-m", mode, "-w", "-t", "20", "stop"],
+            capture_output=True,
+            env=_env(),
+            **run_as,
+        )
+        if done.returncode == 0:
+            return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
 
 
 def _keep(database: str) -> None:

@@ -119,8 +119,8 @@ class Ledger:
         retry: how the ledger runs work again after a failure worth another try (a
             ``RetryPolicy``): its own retry of each ledger-level call after a
             transient failure, and ``run``'s retry of a unit of work. Default: the
-            database's budget, 4 attempts with full-jitter backoff from 10 ms up to
-            1 s.
+            database's budget, 4 attempts (10 on a Galera node the probe finds at
+            first use) with full-jitter backoff from 10 ms up to 1 s.
     """
 
     def __init__(
@@ -337,8 +337,8 @@ class AsyncLedger:
         retry: how the ledger runs work again after a failure worth another try (a
             ``RetryPolicy``): its own retry of each ledger-level call after a
             transient failure, and ``run``'s retry of a unit of work. Default: the
-            database's budget, 4 attempts with full-jitter backoff from 10 ms up to
-            1 s.
+            database's budget, 4 attempts (10 on a Galera node the probe finds at
+            first use) with full-jitter backoff from 10 ms up to 1 s.
     """
 
     def __init__(
