@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
 
@@ -151,4 +151,28 @@ def test_a_read_only_unit_of_work_is_read_only_on_the_server_and_only_it(
         return sqlstate(refused.value)
 
     assert run(postgres, driver, scenario, read_only_server=False) == "25006"
+    assert stored(postgres, id)
+
+
+def test_a_connection_whose_read_only_setting_cannot_be_put_back_is_not_pooled(
+    postgres: URL, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Ledger(postgres) as ledger:
+        dialect = ledger.engine.dialect
+        set_readonly = dialect.set_readonly  # type: ignore[attr-defined]
+
+        def refuse_to_put_back(connection: Any, value: Any) -> None:
+            if value is not True:
+                raise RuntimeError("the driver refused")
+            set_readonly(connection, value)
+
+        invalidated: list[BaseException | None] = []
+        event.listen(ledger.engine, "invalidate", lambda _c, _r, error: invalidated.append(error))
+        monkeypatch.setattr(dialect, "set_readonly", refuse_to_put_back)
+        with ledger.unit_of_work(readonly=True) as uow:
+            uow.sessions.get("kept")
+        monkeypatch.undo()
+        assert [str(error) for error in invalidated] == ["the driver refused"]
+        id = f"written-{uuid.uuid4().hex[:8]}"
+        ledger.sessions.create(id)  # on a new connection, beginning as the server's default
     assert stored(postgres, id)

@@ -110,8 +110,14 @@ def read_only_transaction(connection: Connection) -> None:
 
 def _restore_read_only(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
     """At checkin, after SQLAlchemy's own reset: the driver's read-only setting as it
-    was before ``read_only_transaction`` (an invalidated connection has none to keep)."""
+    was before ``read_only_transaction`` (an invalidated connection has none to keep).
+    A connection whose setting cannot be put back is invalidated rather than pooled:
+    it would begin every later transaction READ ONLY."""
     saved = record.info.pop(_READ_ONLY_BEFORE, None)
-    if saved is not None and dbapi_connection is not None:
-        dialect, before = saved
+    if saved is None or dbapi_connection is None:
+        return
+    dialect, before = saved
+    try:
         dialect.set_readonly(dbapi_connection, before)
+    except Exception as error:
+        record.invalidate(error)
