@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
 """Set up and run agentledger on a fresh clone with nothing but Python 3.11+.
 
-    python3 dev.py demo              run the quickstart demo
+    python3 dev.py demo              run the quickstart demo (a small venv of its own,
+                                     .venv-demo: agentledger and what it needs, no more)
+    python3 dev.py ui [ARGS...]      the viewer on the demo's database (agentledger.db;
+                                     the demo runs first when there is none), with the
+                                     ``ui`` extra added to .venv-demo; ARGS go to
+                                     ``agentledger ui`` (--port, --allow-delete, ...)
     python3 dev.py test [ARGS...]    run the whole test suite (ARGS go to pytest), the
                                      slow tests in a pytest beside the rest; with
                                      AGENTLEDGER_TEST_EMBEDDED_PASS="-m postgresql"
@@ -17,13 +22,12 @@
     python3 dev.py setup [EXTRA...]  only create or refresh .venv, with more extras
                                      if named (CI: drivers, every other driver)
 
-Every command first makes sure .venv exists and holds the project installed with
-``-e .[postgres,mysql,dev,test,langgraph,openai-agents,adk,ui]`` (the frameworks of
-agentledger.integrations and the viewer too, so their tests run) and
+``test``, ``bench`` and ``setup`` first make sure .venv exists and holds the project
+installed with ``-e .[postgres,mysql,dev,test,langgraph,openai-agents,adk,ui]``
+(the frameworks of agentledger.integrations and the viewer too, so their tests run) and
 WITHOUT_DEPENDENCIES (``bench`` adds the ``bench`` extra: matplotlib; ``setup drivers``
-every other database driver). It
-reinstalls when pyproject.toml changes (a hash of it is kept in .venv) and recreates
-.venv when it is broken or from another Python.
+every other database driver). A venv is reinstalled when pyproject.toml changes (a hash
+of it is kept in the venv) and recreated when it is broken or from another Python.
 Standard library only: this file runs before anything is installed.
 """
 
@@ -45,7 +49,9 @@ from typing import Any, NamedTuple
 
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
-STAMP = VENV / "agentledger-setup.json"
+DEMO_VENV = ROOT / ".venv-demo"
+"""The demo's venv: agentledger's own dependencies (and the viewer's, once asked for)."""
+STAMP_NAME = "agentledger-setup.json"
 EXTRAS = "postgres,mysql,dev,test,langgraph,openai-agents,adk,ui"
 WITHOUT_DEPENDENCIES = ("sqlalchemy-cockroachdb>=2.0.4",)
 """Test packages installed with --no-deps: sqlalchemy-cockroachdb pins SQLAlchemy<2.1,
@@ -58,24 +64,26 @@ MYSQL_ENV = "AGENTLEDGER_TEST_MYSQL_URL"
 SECOND_PASS_ENV = "AGENTLEDGER_TEST_EMBEDDED_PASS"
 """pytest arguments of a second run on the private PostgreSQL (CI: -m postgresql)."""
 NO_TESTS_COLLECTED = 5
-DEMOS = ("examples/quickstart_async.py", "examples/show_tables.py")
+DEMO = "examples/quickstart_async.py"
+DEMO_DATABASE = "agentledger.db"
+"""Where the demo keeps its conversation (its default URL, sqlite:///agentledger.db)."""
 
 
 def say(message: str) -> None:
     print(f"dev.py: {message}", file=sys.stderr, flush=True)
 
 
-def venv_python() -> Path:
-    return VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+def venv_python(venv_dir: Path = VENV) -> Path:
+    return venv_dir / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 
 
-def wanted_stamp(extras: str = EXTRAS) -> dict[str, str]:
-    """What .venv must have been set up from; any difference means set up again."""
+def wanted_stamp(extras: str = EXTRAS, *, demo: bool = False) -> dict[str, str]:
+    """What a venv must have been set up from; any difference means set up again."""
     pyproject = (ROOT / "pyproject.toml").read_bytes()
     return {
         "pyproject_sha256": hashlib.sha256(pyproject).hexdigest(),
         "extras": extras,
-        "without_dependencies": ",".join(WITHOUT_DEPENDENCIES),
+        "without_dependencies": "" if demo else ",".join(WITHOUT_DEPENDENCIES),
         "python": ".".join(map(str, sys.version_info[:2])),
     }
 
@@ -84,13 +92,13 @@ def stamp_covers(stamp: dict[str, str] | None, wanted: dict[str, str]) -> bool:
     """Whether .venv was set up from the same files with at least the wanted extras."""
     if stamp is None or stamp.keys() != wanted.keys():
         return False
-    extras = set(stamp["extras"].split(","))
+    extras = set(filter(None, stamp["extras"].split(",")))
     same = all(stamp[key] == wanted[key] for key in wanted if key != "extras")
-    return same and extras >= set(wanted["extras"].split(","))
+    return same and extras >= set(filter(None, wanted["extras"].split(",")))
 
 
-def venv_works() -> bool:
-    python = venv_python()
+def venv_works(venv_dir: Path) -> bool:
+    python = venv_python(venv_dir)
     if not python.exists():
         return False
     probe = "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"
@@ -101,40 +109,46 @@ def venv_works() -> bool:
     return done.returncode == 0 and done.stdout.strip() == wanted_stamp()["python"]
 
 
-def read_stamp() -> dict[str, str] | None:
+def read_stamp(venv_dir: Path) -> dict[str, str] | None:
     try:
-        data = json.loads(STAMP.read_text())
+        data = json.loads((venv_dir / STAMP_NAME).read_text())
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
 
 
-def setup(extras: str = EXTRAS) -> None:
-    """Create or refresh .venv; a no-op when it is up to date."""
+def setup(extras: str = EXTRAS, venv_dir: Path = VENV) -> None:
+    """Create or refresh a venv (.venv, or the demo's) with ``extras``; a no-op when it
+    is up to date. The demo's venv gets agentledger and its extras only."""
     if sys.version_info < MIN_PYTHON:
         sys.exit(
             f"dev.py: agentledger needs Python {'.'.join(map(str, MIN_PYTHON))}+, "
             f"this is {sys.version.split()[0]}: run it with python3.11 or newer"
         )
-    if VENV.exists() and not venv_works():
-        say(f"{VENV.name} is broken or from another Python: recreating it")
-        shutil.rmtree(VENV)
-    if not VENV.exists():
-        say(f"creating {VENV.name} with {sys.executable}")
-        venv.create(VENV, with_pip=True)
-    stamp = wanted_stamp(extras)
-    if stamp_covers(read_stamp(), stamp):
+    if venv_dir.exists() and not venv_works(venv_dir):
+        say(f"{venv_dir.name} is broken or from another Python: recreating it")
+        shutil.rmtree(venv_dir)
+    if not venv_dir.exists():
+        say(f"creating {venv_dir.name} with {sys.executable}")
+        venv.create(venv_dir, with_pip=True)
+    demo = venv_dir != VENV
+    stamp = wanted_stamp(extras, demo=demo)
+    if stamp_covers(read_stamp(venv_dir), stamp):
         return
-    say(f"installing agentledger[{extras}] (editable) into {VENV.name}")
-    pip = [str(venv_python()), "-m", "pip", "install", "--quiet"]
-    for command in ([*pip, "-e", f".[{extras}]"], [*pip, "--no-deps", *WITHOUT_DEPENDENCIES]):
+    project = f".[{extras}]" if extras else "."
+    say(f"installing agentledger{project[1:]} (editable) into {venv_dir.name}")
+    pip = [str(venv_python(venv_dir)), "-m", "pip", "install", "--quiet"]
+    commands = [[*pip, "-e", project]]
+    if not demo:
+        commands.append([*pip, "--no-deps", *WITHOUT_DEPENDENCIES])
+    for command in commands:
         if subprocess.run(command, cwd=ROOT).returncode != 0:
             sys.exit("dev.py: installing the project failed (see pip's output above)")
-    STAMP.write_text(json.dumps(stamp, indent=2) + "\n")
+    (venv_dir / STAMP_NAME).write_text(json.dumps(stamp, indent=2) + "\n")
 
 
-def run(argv: list[str], env: dict[str, str] | None = None) -> int:
-    return subprocess.run([str(venv_python()), *argv], cwd=ROOT, env=env).returncode
+def run(argv: list[str], env: dict[str, str] | None = None, venv_dir: Path = VENV) -> int:
+    return subprocess.run([str(venv_python(venv_dir)), *argv], cwd=ROOT, env=env).returncode
 
 
 FAST = "not driver and not slow"
@@ -275,6 +289,30 @@ def _with_database_suffix(url: str, suffix: str) -> str:
     return urllib.parse.urlunsplit(parts._replace(path=parts.path.rstrip("/") + suffix))
 
 
+def demo(args: list[str]) -> int:
+    """The quickstart, in the demo's venv; then where to look at what it stored."""
+    setup("", DEMO_VENV)
+    say(f"running {DEMO}")
+    code = run([DEMO, *args], venv_dir=DEMO_VENV)
+    if code == 0 and not args:
+        cli = venv_python(DEMO_VENV).parent / "agentledger"
+        say("what it stored, in the viewer: python3 dev.py ui")
+        say(f"or the CLI (python -m agentledger works too): {cli.relative_to(ROOT)} sessions list")
+    return code
+
+
+def viewer(args: list[str]) -> int:
+    """``agentledger ui`` on the demo's database, which the demo makes when there is none."""
+    if not (ROOT / DEMO_DATABASE).exists():
+        say(f"no {DEMO_DATABASE} yet: running the demo first")
+        code = demo([])
+        if code:
+            return code
+    setup("ui", DEMO_VENV)
+    url = f"sqlite:///{DEMO_DATABASE}"
+    return run(["-m", "agentledger", "ui", "--url", url, *args], venv_dir=DEMO_VENV)
+
+
 def main(argv: list[str]) -> int:
     command, args = (argv[0], argv[1:]) if argv else ("help", [])
     if command == "setup":
@@ -288,10 +326,9 @@ def main(argv: list[str]) -> int:
         setup(f"{EXTRAS},bench")
         return run(["-m", "benchmarks", *args])
     if command == "demo":
-        setup()
-        demo = next(ROOT / path for path in DEMOS if (ROOT / path).is_file())
-        say(f"running {demo.relative_to(ROOT)}")
-        return run([str(demo), *args])
+        return demo(args)
+    if command == "ui":
+        return viewer(args)
     print(__doc__.strip(), file=sys.stderr)
     return 0 if command in ("help", "-h", "--help") else 2
 

@@ -217,3 +217,57 @@ def test_a_database_suffix_goes_on_the_database_name_only(
     dev: ModuleType, url: str, expected: str
 ) -> None:
     assert dev._with_database_suffix(url, "_rest") == expected
+
+
+class _Calls:
+    """What dev.py's demo and ui commands set up and ran (nothing is installed or run)."""
+
+    def __init__(self, dev: ModuleType, monkeypatch: pytest.MonkeyPatch, root: Path) -> None:
+        self.setups: list[tuple[str, Path]] = []
+        self.runs: list[tuple[list[str], Path]] = []
+        monkeypatch.setattr(dev, "ROOT", root)
+        monkeypatch.setattr(dev, "DEMO_VENV", root / ".venv-demo")
+        monkeypatch.setattr(
+            dev, "setup", lambda extras, venv_dir: self.setups.append((extras, venv_dir))
+        )
+
+        def run(argv: list[str], env: Any = None, venv_dir: Path = dev.VENV) -> int:
+            self.runs.append((argv, venv_dir))
+            return 0
+
+        monkeypatch.setattr(dev, "run", run)
+
+
+def test_the_demo_runs_the_quickstart_in_a_venv_of_agentledger_alone(
+    dev: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    calls = _Calls(dev, monkeypatch, tmp_path)
+    assert dev.main(["demo"]) == 0
+    assert calls.setups == [("", tmp_path / ".venv-demo")]
+    assert calls.runs == [(["examples/quickstart_async.py"], tmp_path / ".venv-demo")]
+
+
+def test_the_viewer_command_adds_the_ui_extra_and_opens_the_demos_database(
+    dev: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "agentledger.db").touch()
+    calls = _Calls(dev, monkeypatch, tmp_path)
+    assert dev.main(["ui", "--port", "9000"]) == 0
+    assert calls.setups == [("ui", tmp_path / ".venv-demo")]
+    command = ["-m", "agentledger", "ui", "--url", "sqlite:///agentledger.db", "--port", "9000"]
+    assert calls.runs == [(command, tmp_path / ".venv-demo")]
+
+
+def test_the_viewer_command_runs_the_demo_first_when_it_has_no_database(
+    dev: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    calls = _Calls(dev, monkeypatch, tmp_path)
+    assert dev.main(["ui"]) == 0
+    assert [extras for extras, _ in calls.setups] == ["", "ui"]
+    assert [argv[0] for argv, _ in calls.runs] == ["examples/quickstart_async.py", "-m"]
+
+
+def test_a_venv_with_more_extras_covers_one_asked_for_with_none(dev: ModuleType) -> None:
+    with_ui = dev.wanted_stamp("ui", demo=True)
+    assert dev.stamp_covers(with_ui, dev.wanted_stamp("", demo=True))
+    assert not dev.stamp_covers(dev.wanted_stamp("", demo=True), with_ui)

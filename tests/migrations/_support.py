@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -16,6 +18,49 @@ from agentledger.migrations.compare import target_metadata
 from agentledger.models import TABLE_PREFIX, VERSION_TABLE, AgentMessage, AgentSession, metadata
 
 OUR_TABLES = frozenset(metadata.tables)
+
+# Each child imports first, says "ready", then waits for "go": the upgrades start
+# together instead of being spread over the interpreters' start-up times.
+_UPGRADER = """
+import sys
+from agentledger import migrations
+url = sys.argv[1]
+print("ready", flush=True)
+sys.stdin.readline()
+migrations.upgrade(url)
+print(migrations.current(url), flush=True)
+"""
+
+
+def upgrade_together(targets: list[str], timeout: float = 120) -> list[tuple[int, str, str]]:
+    """``migrations.upgrade`` of each URL in a process of its own, all started at once;
+    each one's exit code, output (its revision then) and error output."""
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", _UPGRADER, target],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for target in targets
+    ]
+    try:
+        for child in children:
+            assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        for child in children:
+            assert child.stdin is not None
+            child.stdin.write("go\n")
+            child.stdin.flush()
+        outputs = [child.communicate(timeout=timeout) for child in children]
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+    return [
+        (child.returncode, out, error)
+        for child, (out, error) in zip(children, outputs, strict=True)
+    ]
 
 
 def drift(url: URL, *, schema: str | None = None) -> list[Any]:

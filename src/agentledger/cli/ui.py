@@ -18,8 +18,9 @@ from .common import (
 )
 from .output import error, say
 
-UI_PACKAGES = ("starlette", "jinja2", "uvicorn")
-"""What the viewer needs besides agentledger: the ``ui`` extra."""
+UI_PACKAGES = ("starlette", "jinja2", "uvicorn", "python_multipart")
+"""What the viewer needs besides agentledger: the ``ui`` extra's modules (pyproject.toml;
+a test keeps the two in step)."""
 DEFAULT_PORT = 8765
 
 

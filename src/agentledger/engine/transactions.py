@@ -70,10 +70,16 @@ def brief_transaction(connection: Connection, *, commit: bool = False) -> Iterat
             connection.rollback()
         raise
     if began and connection.in_transaction():
-        if commit:
-            connection.commit()
-        else:
+        if not commit:
             connection.rollback()
+            return
+        try:
+            connection.commit()
+        except BaseException:
+            # A COMMIT that failed (a Galera node's certification conflict, 1213) leaves
+            # the connection needing a rollback before its next statement.
+            connection.rollback()
+            raise
 
 
 _READ_ONLY_BEFORE = "agentledger_read_only_before"

@@ -20,6 +20,7 @@ from sqlalchemy.pool import NullPool
 
 from ..engine import brief_transaction
 from ..models import TABLE_PREFIX, VERSION_TABLE, metadata
+from .locks import LEASE_TABLE
 from .scripts import alembic_config, head
 
 
@@ -29,9 +30,10 @@ def is_ours(name: str | None) -> bool:
 
 
 def include_agentledger_names(name: str | None, type_: str, _parents: Any) -> bool:
-    """Autogenerate filter of agentledger's own environment: only our tables."""
+    """Autogenerate filter of agentledger's own environment: only our tables (not the
+    lease row's table that migrations on a Galera cluster take turns by)."""
     if type_ == "table":
-        return is_ours(name)
+        return is_ours(name) and name != LEASE_TABLE
     return True
 
 

@@ -5,12 +5,16 @@ Each differs by database (``_dialects.Capabilities.migration_lock`` and
 
 from __future__ import annotations
 
+import random
+import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import Connection, text
 from sqlalchemy.engine import URL
+from sqlalchemy.exc import DBAPIError
 
 from .._dialects import CAPABILITIES, capabilities
 from ..engine import brief_transaction, sqlite_migration_connection
@@ -20,6 +24,25 @@ from ..errors import DatabaseLockedError, SchemaError
 _PG_MIGRATION_LOCK_KEY = int.from_bytes(b"agentled", "big")
 _MYSQL_MIGRATION_LOCK = "agentledger_migrations"
 MIGRATION_LOCK_TIMEOUT_S = 600
+LEASE_TABLE = "agentledger_migration_lease"
+"""Galera's migration lock: one row, whose insert the cluster certifies (see
+``_certified_lease``). Not one of agentledger's tables: ``db check`` ignores it."""
+_LEASE_POLL_S = (0.1, 0.5)
+_CREATE_LEASE_TABLE = (
+    "CREATE TABLE IF NOT EXISTS agentledger_migration_lease (name VARCHAR(32) PRIMARY KEY, "
+    "holder CHAR(32) NOT NULL, expires_at DATETIME(6) NOT NULL) ENGINE=InnoDB"
+)
+_DROP_EXPIRED_LEASE = (
+    "DELETE FROM agentledger_migration_lease "
+    "WHERE name = 'migrations' AND expires_at < UTC_TIMESTAMP(6)"
+)
+_TAKE_LEASE = (
+    "INSERT INTO agentledger_migration_lease (name, holder, expires_at) "
+    "VALUES ('migrations', :holder, UTC_TIMESTAMP(6) + INTERVAL :seconds SECOND)"
+)
+_SET_SYNC_WAIT = "SET SESSION wsrep_sync_wait = :value"
+_RELEASE_LEASE = "DELETE FROM agentledger_migration_lease WHERE holder = :holder"
+_DUPLICATE_KEY, _DEADLOCK = 1062, 1213
 
 
 @contextmanager
@@ -28,7 +51,8 @@ def migration_lock(connection: Connection) -> Iterator[None]:
     take turns instead of racing to create the same tables.
 
     PostgreSQL: a session-level advisory lock (it survives the per-migration commits).
-    MariaDB/MySQL: GET_LOCK, also session-level (DDL commits implicitly there).
+    MariaDB/MySQL: GET_LOCK, also session-level (DDL commits implicitly there); on a
+    Galera cluster a certified lease row instead, since GET_LOCK is node-local there.
     SQLite: nothing here; the run is one BEGIN IMMEDIATE transaction, whose write
     lock is the serialisation (see engine.sqlite_migration_connection).
     """
@@ -43,6 +67,9 @@ def migration_lock(connection: Connection) -> Iterator[None]:
             _run_outside_caller_transaction(
                 connection, "SELECT pg_advisory_unlock(:key)", key=_PG_MIGRATION_LOCK_KEY
             )
+    elif lock == "named" and galera(connection):
+        with _certified_lease(connection):
+            yield
     elif lock == "named":
         got = _run_outside_caller_transaction(
             connection,
@@ -64,11 +91,59 @@ def migration_lock(connection: Connection) -> Iterator[None]:
         yield
 
 
+def galera(connection: Connection) -> bool:
+    """Whether ``connection`` is to a node of a Galera cluster (``wsrep_on``)."""
+    with brief_transaction(connection):
+        row = connection.execute(text("SHOW VARIABLES LIKE 'wsrep_on'")).first()
+    return row is not None and str(row[1]).upper() == "ON"
+
+
+@contextmanager
+def _certified_lease(connection: Connection) -> Iterator[None]:
+    """Galera's migration lock: insert the lease row, which certification lets one
+    node's upgrader hold at a time (another node's insert of the same key fails at
+    COMMIT with 1213, or with 1062 once the row has reached it); wait and try again
+    until it is free. A lease left by a crashed upgrader expires after
+    MIGRATION_LOCK_TIMEOUT_S. The run reads with ``wsrep_sync_wait`` so it sees the
+    schema the previous holder left, whichever node that holder wrote on."""
+    holder = uuid.uuid4().hex
+    _run_outside_caller_transaction(connection, _CREATE_LEASE_TABLE)
+    deadline = time.monotonic() + MIGRATION_LOCK_TIMEOUT_S
+    while not _took_lease(connection, holder):
+        if time.monotonic() > deadline:
+            raise DatabaseLockedError(
+                f"another agentledger migration held the lease for {MIGRATION_LOCK_TIMEOUT_S} s"
+            )
+        time.sleep(random.uniform(*_LEASE_POLL_S))
+    before = _run_outside_caller_transaction(connection, "SELECT @@session.wsrep_sync_wait")
+    _run_outside_caller_transaction(connection, _SET_SYNC_WAIT, value=15)
+    try:
+        yield
+    finally:
+        _run_outside_caller_transaction(connection, _SET_SYNC_WAIT, value=before)
+        _run_outside_caller_transaction(connection, _RELEASE_LEASE, holder=holder)
+
+
+def _took_lease(connection: Connection, holder: str) -> bool:
+    try:
+        _run_outside_caller_transaction(connection, _DROP_EXPIRED_LEASE)
+        _run_outside_caller_transaction(
+            connection, _TAKE_LEASE, holder=holder, seconds=MIGRATION_LOCK_TIMEOUT_S
+        )
+    except DBAPIError as error:
+        code = error.orig.args[0] if error.orig is not None and error.orig.args else None
+        if code in (_DUPLICATE_KEY, _DEADLOCK):
+            return False
+        raise
+    return True
+
+
 def _run_outside_caller_transaction(connection: Connection, sql: str, **params: object) -> object:
     # Session-level locks must not leave a transaction open that the migrations would
     # then run inside (Alembic commits per migration only when it began the transaction).
     with brief_transaction(connection, commit=True):
-        return connection.execute(text(sql), params).scalar()
+        result = connection.execute(text(sql), params)
+        return result.scalar() if result.returns_rows else None
 
 
 @contextmanager
