@@ -248,4 +248,19 @@ def test_a_ledger_level_creation_whose_release_fails_is_retried_and_creates(
         refused = release_fails_once(ledger.engine)
         record, created = ledger.sessions.get_or_create(contested)
         assert (record.id, created, len(refused)) == (contested, True, 1)
-    assert lock_holder(mariadb, contested) is None
+        assert lock_holder(mariadb, contested) is None  # while the ledger's pool is open
+
+
+def test_after_a_failed_release_another_creator_gets_its_turn_without_waiting_out_the_lock(
+    mariadb: URL,
+) -> None:
+    contested = f"contested-{uuid.uuid4().hex[:8]}"
+    with Ledger(mariadb) as ledger:
+        release_fails_once(ledger.engine)
+        with pytest.raises(ConflictError), ledger.unit_of_work() as uow:
+            uow.sessions.get_or_create(contested)
+        # The first ledger's pool is still open. A one-second lock timeout: a turn it
+        # kept would raise DatabaseLockedError here.
+        with Ledger(mariadb, lock_timeout=1) as next_creator:
+            record, created = next_creator.sessions.get_or_create(contested)
+        assert (record.id, created) == (contested, True)
