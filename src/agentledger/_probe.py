@@ -31,6 +31,7 @@ from sqlalchemy.schema import CreateTable
 
 from ._dialects import capabilities
 from ._translate import translated
+from .engine.transactions import brief_transaction
 from .errors import DatabaseError, PermissionDeniedError
 from .models.types import JSONDocument, UTCDateTime, json_text
 
@@ -59,6 +60,17 @@ def drop_temporary_table(connection: Connection, name: str) -> None:
     if capabilities(connection.dialect).temporary_tables_survive_rollback:
         quoted = connection.dialect.identifier_preparer.quote(name)
         connection.execute(text(f"DROP TEMPORARY TABLE IF EXISTS {quoted}"))
+
+
+def cluster_of(connection: Connection) -> str | None:
+    """The cluster engine behind ``connection``'s database (a ``_dialects.CLUSTERS``
+    key), or None for one server: ``"galera"`` when MariaDB says ``wsrep_on`` (SHOW
+    VARIABLES answers an empty set, not an error, where the variable is unknown)."""
+    if not capabilities(connection.dialect).gap_locks:  # not MariaDB/MySQL
+        return None
+    with translated(connection.engine.url), brief_transaction(connection):
+        found = connection.execute(text("SHOW VARIABLES LIKE 'wsrep_on'")).first()
+    return "galera" if found is not None and str(found[1]).upper() == "ON" else None
 
 
 def probe(connection: Connection) -> None:

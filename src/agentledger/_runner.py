@@ -33,9 +33,10 @@ from sqlalchemy.orm import Session
 
 from . import _driver, migrations
 from ._concurrency import Waits
-from ._probe import probe
+from ._dialects import capabilities
+from ._probe import cluster_of, probe
 from ._retry import (
-    TRANSIENT_RETRIES,
+    RetryPolicy,
     is_lost_before_commit,
     retrying,
     transient_or_replayable,
@@ -53,7 +54,7 @@ from .engine import (
 from .errors import (
     AgentLedgerError,
     DatabaseError,
-    PermissionDeniedError,
+    ReadOnlyDatabaseError,
     UsageError,
     ValidationError,
 )
@@ -83,6 +84,7 @@ class LedgerRunner:
         waits: Waits,
         session_factory: SessionFactory,
         driver_sql: bool,
+        retry: RetryPolicy | None = None,
     ) -> None:
         self._engines = engines
         self.settings = settings
@@ -105,7 +107,19 @@ class LedgerRunner:
         reason = _driver.unavailable(engines(), owns_engine=owns_engine, schema=settings.schema)
         self.on_driver = driver_sql and reason is None
         """Whether operations marked ``on_driver`` take driver SQL (``_driver``)."""
+        self._retry = retry
+        """The policy the ledger was given, or None for its database's default."""
+        self._default_retry = RetryPolicy(
+            attempts=capabilities(engines.main.dialect).retry_attempts
+        )
         _RUNNERS.add(self)
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        """How this ledger runs work again: the policy it was given, else the default
+        budget of its database (``Capabilities.retry_attempts``: a cluster's once the
+        probe found one at first use)."""
+        return self._retry or self._default_retry
 
     # -- readiness --------------------------------------------------------------------------
 
@@ -145,6 +159,8 @@ class LedgerRunner:
         check_borrowed_sqlite(connection)
         repair_aiomysql_bytes(connection.dialect)
         probe(connection)
+        found = capabilities(connection.dialect, cluster=cluster_of(connection))
+        self._default_retry = RetryPolicy(attempts=found.retry_attempts)
         self._read_options = read_only_options(connection)
 
     @property
@@ -187,7 +203,7 @@ class LedgerRunner:
         one consistent snapshot."""
         self.ensure_ready()
         if writes and join is None and is_read_only(self.settings.url):
-            raise PermissionDeniedError(
+            raise ReadOnlyDatabaseError(
                 f"{mask(self.settings.url)} is opened read-only: this process cannot "
                 "write the SQLite file or its folder (read-only media?), so it can only "
                 "be read"
@@ -255,7 +271,7 @@ class LedgerRunner:
         replayable = transient_or_replayable(lambda: bool(begun) and begun[0].replay_safe)
         return retrying(
             attempt,
-            retries=TRANSIENT_RETRIES,
+            policy=self.retry_policy,
             retry_on=lambda error: lost_before_commit(error) or replayable(error),
             sleep=self.waits.sleep,
             what=call.__qualname__,

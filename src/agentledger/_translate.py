@@ -27,12 +27,21 @@ from .errors import (
     DatabaseUnavailableError,
     PermissionDeniedError,
     QueryCancelledError,
+    ReadOnlyDatabaseError,
     ResourceExhaustedError,
 )
 
 _PG_SERIALIZATION = {"40001", "40P01"}
 _PG_LOCKED = {"55P03"}
-_PG_PERMISSION = {"42501", "28000", "28P01", "25006"}  # 25006: a read-only transaction
+_PG_PERMISSION = {"42501", "28000", "28P01"}
+_PG_READ_ONLY = {"25006"}  # read_only_sql_transaction: a standby, a read-only transaction
+_PG_FEATURE_NOT_SUPPORTED = "0A000"
+_PG_SETTING_CHECKS = {"call_bool_check_hook", "call_enum_check_hook"}
+"""The server routines that refuse a value of a setting (the ``R`` field of an error).
+0A000 from them is a transaction mode a server in recovery cannot take: READ WRITE
+(``BEGIN READ WRITE`` on a hot standby) or SERIALIZABLE. Other 0A000 errors (a cached
+plan whose result type changed, a locking clause PostgreSQL cannot apply) are not a
+read-only server, and the message text that would tell them apart is translated."""
 _PG_CANCELLED = {"57014"}  # statement_timeout and a cancel request share this code
 _PG_DISK_FULL = {"53100"}
 _PG_OUT_OF_MEMORY = {"53200"}
@@ -40,8 +49,8 @@ _PG_UNAVAILABLE = {"53300"}  # too many connections
 _PG_UNAVAILABLE_CLASSES = ("08", "57", "3D")  # connection, shutdown, no database
 _MYSQL_SERIALIZATION = {1213}
 _MYSQL_LOCKED = {1205}
-# 1290: --read-only; 1792: a read-only transaction; 1836: read-only mode
-_MYSQL_PERMISSION = {1044, 1045, 1142, 1143, 1227, 1370, 1290, 1792, 1836}
+_MYSQL_PERMISSION = {1044, 1045, 1142, 1143, 1227, 1370}
+_MYSQL_READ_ONLY = {1290, 1792, 1836}  # --read-only; a READ ONLY transaction; read-only mode
 _MYSQL_CANCELLED = {1317, 1969, 3024}  # interrupted, MariaDB's and MySQL's statement timeout
 _MYSQL_DISK_FULL = {1021, 1114}
 _MYSQL_OUT_OF_MEMORY = {1037, 1038, 1041}
@@ -51,11 +60,15 @@ _SQLITE_LOCKED = {"SQLITE_BUSY", "SQLITE_LOCKED"}
 _SQLITE_BUSY_AT_ONCE = {"SQLITE_BUSY_SNAPSHOT", "SQLITE_BUSY_RECOVERY"}
 """SQLite lock refusals that come without waiting out the busy timeout (with
 SQLITE_LOCKED, a conflict inside one process)."""
-_SQLITE_PERMISSION = {"SQLITE_READONLY", "SQLITE_PERM", "SQLITE_AUTH"}
+_SQLITE_PERMISSION = {"SQLITE_PERM", "SQLITE_AUTH"}
+_SQLITE_READ_ONLY = {"SQLITE_READONLY"}
 _SQLITE_CANCELLED = {"SQLITE_INTERRUPT"}
 _SQLITE_DISK_FULL = {"SQLITE_FULL"}
 _SQLITE_OUT_OF_MEMORY = {"SQLITE_NOMEM", "SQLITE_IOERR_NOMEM"}
 _SQLITE_UNAVAILABLE = {"SQLITE_IOERR"}
+_MYSQL_TRANSACTION_GONE = {1305}
+"""ROLLBACK TO a SAVEPOINT that no longer exists: the server rolled the whole transaction
+back (InnoDB after a deadlock, Galera after aborting it), and the savepoint with it."""
 _UNIQUE = {"23505"}
 _FOREIGN_KEY = {"23503"}
 
@@ -103,6 +116,36 @@ def sqlstate(error: BaseException) -> str | None:
         if fields and isinstance(fields[0], dict) and isinstance(fields[0].get("C"), str):
             return str(fields[0]["C"])
     return None
+
+
+def pg_routine(error: BaseException) -> str | None:
+    """The PostgreSQL server routine that raised a driver error (the protocol's ``R``
+    field), if the driver passes it on: psycopg's and psycopg2's
+    ``diag.source_function``, asyncpg's ``server_source_function`` (the cause under
+    SQLAlchemy's adapter), pg8000's ``args[0]["R"]``."""
+    orig = getattr(error, "orig", error)
+    for candidate in (orig, getattr(orig, "__cause__", None)):
+        routine = getattr(getattr(candidate, "diag", None), "source_function", None)
+        routine = routine or getattr(candidate, "server_source_function", None)
+        if isinstance(routine, str):
+            return routine
+        fields = getattr(candidate, "args", ())
+        if fields and isinstance(fields[0], dict) and isinstance(fields[0].get("R"), str):
+            return str(fields[0]["R"])
+    return None
+
+
+def is_read_only_refusal(error: BaseException) -> bool:
+    """Whether ``error`` is a write refused because the database or the transaction
+    accepts only reads (``ReadOnlyDatabaseError`` says when)."""
+    code = sqlstate(error)
+    if code is not None:
+        return code in _PG_READ_ONLY or (
+            code == _PG_FEATURE_NOT_SUPPORTED and pg_routine(error) in _PG_SETTING_CHECKS
+        )
+    return mysql_errno(error) in _MYSQL_READ_ONLY or (
+        _sqlite_primary(sqlite_name(error)) in _SQLITE_READ_ONLY
+    )
 
 
 def mysql_errno(error: BaseException) -> int | None:
@@ -169,6 +212,36 @@ def scrub_urls(text: str, urls: Iterable[str]) -> str:
     return text
 
 
+def _says_only_that_the_transaction_is_gone(error: BaseException) -> bool:
+    return isinstance(error, sa_exc.PendingRollbackError) or (
+        mysql_errno(error) in _MYSQL_TRANSACTION_GONE
+    )
+
+
+def what_lost_the_transaction(error: BaseException) -> BaseException | None:
+    """The database error that aborted the transaction, when ``error`` only says that
+    the transaction is gone: SQLAlchemy's PendingRollbackError (a statement after a
+    failed one, before the rollback), or MariaDB/MySQL's 1305 (SQLAlchemy's ROLLBACK TO
+    SAVEPOINT after a failed flush, when the server had rolled back the whole
+    transaction). The cause is in the exception's chain (raised from it, or while it
+    was handled): a deadlock there makes the whole a serialization conflict, which a
+    retry fixes, where the error on top would be a plain DatabaseError."""
+    if not _says_only_that_the_transaction_is_gone(error):
+        return None
+    seen: set[int] = set()
+    chain: list[BaseException | None] = [error]
+    while chain:  # both links of each: a driver's error may carry only one of them
+        found = chain.pop(0)
+        if found is None or id(found) in seen:
+            continue
+        seen.add(id(found))
+        coded = sqlstate(found) is not None or mysql_errno(found) is not None
+        if coded and not _says_only_that_the_transaction_is_gone(found):
+            return found
+        chain += [found.__cause__, found.__context__]
+    return None
+
+
 def translate(error: BaseException, url: URL | None) -> AgentLedgerError:
     """The AgentLedgerError that tells a caller what ``error`` means for them."""
     if isinstance(error, AgentLedgerError):
@@ -181,6 +254,9 @@ def translate(error: BaseException, url: URL | None) -> AgentLedgerError:
     )
     if isinstance(error, StaleDataError):
         return ConflictError(f"another writer changed the row first: {error}", reason="stale")
+    lost = what_lost_the_transaction(error)
+    if lost is not None:
+        return translate(lost, url)
     if isinstance(error, sa_exc.DBAPIError) and error.connection_invalidated:
         return DatabaseUnavailableError(f"the database connection was lost{where}: {detail}")
     code, errno, name = sqlstate(error), mysql_errno(error), sqlite_name(error)
@@ -201,6 +277,11 @@ def translate(error: BaseException, url: URL | None) -> AgentLedgerError:
         locked = DatabaseLockedError(f"the database is locked by another writer{where}: {detail}")
         locked.retryable = name in _SQLITE_BUSY_AT_ONCE or primary == "SQLITE_LOCKED"
         return locked
+    if is_read_only_refusal(error):
+        return ReadOnlyDatabaseError(
+            f"the database accepts only reads (a standby or replica, a read-only server, "
+            f"transaction or file){where}: {detail}"
+        )
     if code in _PG_PERMISSION or errno in _MYSQL_PERMISSION or primary in _SQLITE_PERMISSION:
         return PermissionDeniedError(f"permission denied{where}: {detail}")
     if code in _PG_CANCELLED or errno in _MYSQL_CANCELLED or primary in _SQLITE_CANCELLED:

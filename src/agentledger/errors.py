@@ -228,7 +228,28 @@ class ResourceExhaustedError(DatabaseError):
 
 
 class PermissionDeniedError(DatabaseError):
-    """Raised when the database user lacks a privilege the operation needs."""
+    """Raised when the database refuses the operation: the database user lacks a
+    privilege it needs, or (the subclass ``ReadOnlyDatabaseError``) the database or
+    the transaction accepts only reads."""
+
+
+class ReadOnlyDatabaseError(PermissionDeniedError):
+    """Raised when a write (or a transaction that would write) reaches a database that
+    accepts only reads:
+
+    - PostgreSQL: a hot standby, ``default_transaction_read_only``, a read-only
+      transaction (SQLSTATE 25006, ``read_only_sql_transaction``), and a transaction
+      mode a server in recovery cannot take (SQLSTATE 0A000 from the check of a
+      transaction setting: "cannot set transaction read-write mode during recovery",
+      "cannot use serializable mode in a hot standby");
+    - MariaDB/MySQL: ``read_only`` or ``--read-only`` (errno 1290, 1836) and a READ ONLY
+      transaction (1792);
+    - SQLite: a file opened read-only (``SQLITE_READONLY``, or refused before any SQL
+      when this process cannot write the file or its folder).
+
+    Nothing was written. It is not retryable: the same server refuses again until it
+    is promoted or reconfigured; send writes to the primary. Reads work there.
+    """
 
 
 class UsageError(AgentLedgerError, RuntimeError):

@@ -42,7 +42,7 @@ from ._concurrency import (
     spawn,
 )
 from ._json import Limits
-from ._retry import retrying, should_retry
+from ._retry import RetryPolicy, checked_policy, policy_of_run, retrying, should_retry
 from ._runner import LedgerRunner, marked_open, refuse_if_open
 from .clock import Clock, system_clock
 from .engine import (
@@ -117,6 +117,11 @@ class Ledger:
             ledger's own set-up of that engine (SQLite's pragmas, the timeouts, the
             reset on return, the idle ping unless ``pool_pre_ping`` is given) stays.
             With ``engine=``, configure your engine instead.
+        retry: how the ledger runs work again after a failure worth another try (a
+            ``RetryPolicy``): its own retry of each ledger-level call after a
+            transient failure, and ``run``'s retry of a unit of work. Default: the
+            database's budget, 4 attempts (10 on a Galera node the probe finds at
+            first use) with full-jitter backoff from 10 ms up to 1 s.
     """
 
     def __init__(
@@ -131,9 +136,11 @@ class Ledger:
         statement_timeout: float | None = None,
         driver_sql: bool = True,
         engine_options: Mapping[str, Any] | None = None,
+        retry: RetryPolicy | None = None,
         _memory: MemoryDatabase | None = None,
     ) -> None:
         _check_options(url, engine, clock, limits, driver_sql)
+        policy = checked_policy(retry)
         options = _checked_engine_options(engine, engine_options)
         timeouts = _checked_timeouts(engine, lock_timeout, statement_timeout)
         if engine is not None and not isinstance(engine, Engine):
@@ -158,6 +165,7 @@ class Ledger:
                 waits=BLOCKING,
                 session_factory=Session,
                 driver_sql=driver_sql,
+                retry=policy,
             )
         )
 
@@ -194,10 +202,18 @@ class Ledger:
         """Purge what is past keeping; on SQLite, vacuum."""
 
     @classmethod
-    def in_memory(cls, *, clock: Clock | None = None, limits: Limits | None = None) -> Ledger:
+    def in_memory(
+        cls,
+        *,
+        clock: Clock | None = None,
+        limits: Limits | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> Ledger:
         """A private in-process store (SQLite memdb), migrated on first use."""
         memory = MemoryDatabase()
-        return cls(memory.url(asynchronous=False), clock=clock, limits=limits, _memory=memory)
+        return cls(
+            memory.url(asynchronous=False), clock=clock, limits=limits, retry=retry, _memory=memory
+        )
 
     @property
     def engine(self) -> Engine:
@@ -259,12 +275,22 @@ class Ledger:
         with marked_open(self._runner.key), opened as work:
             yield UnitOfWork(work)
 
-    def run(self, fn: Callable[[UnitOfWork], R], *, retries: int = 3) -> R:
+    def run(
+        self,
+        fn: Callable[[UnitOfWork], R],
+        *,
+        retries: int | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> R:
         """Run ``fn(uow)`` in a fresh unit of work, again on a retryable error (a stale
-        or serialization conflict, a connection lost before the commit), up to
-        ``retries`` more times with jittered backoff. Anything else is raised at once:
-        a conflict that cannot succeed, a lock wait that ran out, and a commit of
-        unknown outcome (``CommitUnknownError``: ``fn`` is never replayed blindly)."""
+        or serialization conflict, a connection lost before the commit) as the retry
+        policy says: ``retry``, else the ledger's (``Ledger(retry=...)``); ``retries``
+        is the ledger's policy with that many retries (``attempts - 1``). Anything
+        else is raised at once: a conflict that cannot succeed, a lock wait that ran
+        out, and a commit of unknown outcome (``CommitUnknownError``: ``fn`` is never
+        replayed blindly). A retryable error raised because the attempts ran out is
+        logged as a warning on ``agentledger.retry``."""
+        policy = policy_of_run(self._runner.retry_policy, retries=retries, retry=retry)
 
         def attempt() -> R:
             with self.unit_of_work() as uow:
@@ -272,7 +298,7 @@ class Ledger:
 
         return retrying(
             attempt,
-            retries=retries,
+            policy=policy,
             retry_on=should_retry,
             sleep=self._waits.sleep,
             what=f"ledger.run({getattr(fn, '__qualname__', 'fn')})",
@@ -309,6 +335,11 @@ class AsyncLedger:
             ledger's own set-up of that engine (SQLite's pragmas, the timeouts, the
             reset on return, the idle ping unless ``pool_pre_ping`` is given) stays.
             With ``engine=``, configure your engine instead.
+        retry: how the ledger runs work again after a failure worth another try (a
+            ``RetryPolicy``): its own retry of each ledger-level call after a
+            transient failure, and ``run``'s retry of a unit of work. Default: the
+            database's budget, 4 attempts (10 on a Galera node the probe finds at
+            first use) with full-jitter backoff from 10 ms up to 1 s.
     """
 
     def __init__(
@@ -323,9 +354,11 @@ class AsyncLedger:
         statement_timeout: float | None = None,
         driver_sql: bool = True,
         engine_options: Mapping[str, Any] | None = None,
+        retry: RetryPolicy | None = None,
         _memory: MemoryDatabase | None = None,
     ) -> None:
         _check_options(url, engine, clock, limits, driver_sql)
+        policy = checked_policy(retry)
         options = _checked_engine_options(engine, engine_options)
         timeouts = _checked_timeouts(engine, lock_timeout, statement_timeout)
         if engine is not None and not isinstance(engine, AsyncEngine):
@@ -360,6 +393,7 @@ class AsyncLedger:
                 waits=GREENLET,
                 session_factory=_session_behind_async_session,
                 driver_sql=driver_sql,
+                retry=policy,
             )
         )
         self.sync_ledger = proxied
@@ -380,6 +414,7 @@ class AsyncLedger:
                     waits=BLOCKING,
                     session_factory=Session,
                     driver_sql=driver_sql,
+                    retry=policy,
                 )
             )
             run = self._hop = ThreadHop(
@@ -405,10 +440,18 @@ class AsyncLedger:
         """Purge what is past keeping; on SQLite, vacuum."""
 
     @classmethod
-    def in_memory(cls, *, clock: Clock | None = None, limits: Limits | None = None) -> AsyncLedger:
+    def in_memory(
+        cls,
+        *,
+        clock: Clock | None = None,
+        limits: Limits | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> AsyncLedger:
         """A private in-process store (SQLite memdb), migrated on first use."""
         memory = MemoryDatabase()
-        return cls(memory.url(asynchronous=True), clock=clock, limits=limits, _memory=memory)
+        return cls(
+            memory.url(asynchronous=True), clock=clock, limits=limits, retry=retry, _memory=memory
+        )
 
     @property
     def engine(self) -> AsyncEngine:
@@ -438,14 +481,26 @@ class AsyncLedger:
         async with async_context(opening) as uow:
             yield AsyncUnitOfWork(uow)
 
-    async def run(self, fn: Callable[[AsyncUnitOfWork], Awaitable[R]], *, retries: int = 3) -> R:
+    async def run(
+        self,
+        fn: Callable[[AsyncUnitOfWork], Awaitable[R]],
+        *,
+        retries: int | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> R:
         """Run ``await fn(uow)`` in a fresh unit of work, again on a retryable error (a
-        stale or serialization conflict, a connection lost before the commit), up to
-        ``retries`` more times with jittered backoff. Anything else is raised at once:
-        a conflict that cannot succeed, a lock wait that ran out, and a commit of
-        unknown outcome (``CommitUnknownError``: ``fn`` is never replayed blindly)."""
+        stale or serialization conflict, a connection lost before the commit) as the
+        retry policy says: ``retry``, else the ledger's (``AsyncLedger(retry=...)``);
+        ``retries`` is the ledger's policy with that many retries (``attempts - 1``).
+        Anything else is raised at once: a conflict that cannot succeed, a lock wait
+        that ran out, and a commit of unknown outcome (``CommitUnknownError``: ``fn``
+        is never replayed blindly). A retryable error raised because the attempts ran
+        out is logged as a warning on ``agentledger.retry``."""
         return await spawn(
-            self.sync_ledger.run, lambda uow: await_(fn(AsyncUnitOfWork(uow))), retries=retries
+            self.sync_ledger.run,
+            lambda uow: await_(fn(AsyncUnitOfWork(uow))),
+            retries=retries,
+            retry=retry,
         )
 
     async def __aenter__(self) -> AsyncLedger:

@@ -9,6 +9,7 @@ from sqlalchemy import create_engine, func, select
 from sqlalchemy.engine import URL
 
 from agentledger import DatabaseError, Ledger
+from agentledger._probe import cluster_of
 from agentledger.models import AgentSession
 
 from ..databases import dialect_params, scratch_database
@@ -73,3 +74,15 @@ def test_a_read_only_user_can_read_and_is_refused_writes_clearly(tmp_path: objec
             with admin.connect() as connection:
                 connection.exec_driver_sql("DROP OWNED BY agentledger_reader")
             admin.dispose()
+
+
+@pytest.mark.parametrize("dialect", dialect_params())
+def test_one_server_is_no_cluster(dialect: str, tmp_path: object) -> None:
+    with scratch_database(dialect, str(tmp_path)) as url:
+        engine = create_engine(url)
+        try:
+            with engine.connect() as connection:
+                assert cluster_of(connection) is None
+                assert not connection.in_transaction()
+        finally:
+            engine.dispose()

@@ -1,6 +1,6 @@
 """The private Galera cluster of a test run (tests/scaleout/galera.py) and the private
-PostgreSQL with a hot standby (tests/private_postgres.py), each started by the first
-test that needs it and stopped when the run ends."""
+PostgreSQL primary with a hot standby (tests/private_standby.py), each started by the
+first test that needs it and stopped when the run ends."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from sqlalchemy.pool import NullPool
 
 from agentledger import migrations
 
-from .. import private_postgres
+from .. import private_standby
 from ..databases import IN_CI
 from . import galera
 
@@ -91,19 +91,18 @@ class Standby:
 
 @pytest.fixture(scope="session")
 def standby() -> Iterator[Standby]:
-    try:
-        running = private_postgres.start("agentledger_standby", standby=True)
-    except (private_postgres.StartError, ImportError) as error:
-        message = f"the standby tests need a private PostgreSQL and its standby: {error}"
+    missing = private_standby.available()
+    if missing is not None:
+        message = f"the standby tests need PostgreSQL's binaries for a private standby: {missing}"
         if IN_CI:
             pytest.fail(f"CI=true, but {message}", pytrace=False)
         pytest.skip(message)
+    running = private_standby.start("agentledger_standby")
     try:
-        assert running.standby_url is not None
-        admin = running.url.rsplit("/", 1)[0] + "/postgres"
+        admin = running.primary_url.rsplit("/", 1)[0] + "/postgres"
         with psycopg.connect(admin, autocommit=True) as connection:
             connection.execute("CREATE DATABASE agentledger_standby")
-        pair = Standby(running.url, running.standby_url)
+        pair = Standby(running.primary_url, running.standby_url)
         migrations.upgrade(pair.primary)
         pair.caught_up()
         yield pair

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 
@@ -25,3 +27,14 @@ def test_an_unknown_dialect_is_refused_by_name() -> None:
 def test_dialect_names_lists_the_dialects_with_a_capability() -> None:
     assert set(dialect_names(lambda found: found.index_hints)) == {"mysql", "mariadb"}
     assert dialect_names(lambda found: found.dml_in_cte) == ("postgresql",)
+
+
+def test_galera_is_mariadb_with_a_larger_retry_budget() -> None:
+    galera, mariadb = capabilities("mysql", cluster="galera"), capabilities("mysql")
+    assert galera.retry_attempts > mariadb.retry_attempts
+    assert replace(galera, retry_attempts=mariadb.retry_attempts) == mariadb
+
+
+def test_an_unknown_cluster_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="does not know the database 'cockroach'"):
+        capabilities("postgresql", cluster="cockroach")

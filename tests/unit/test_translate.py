@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from types import SimpleNamespace
 from typing import Any
 
 import asyncpg
@@ -22,6 +23,7 @@ from agentledger import (
     DatabaseUnavailableError,
     PermissionDeniedError,
     QueryCancelledError,
+    ReadOnlyDatabaseError,
     ResourceExhaustedError,
     ValidationError,
 )
@@ -36,9 +38,48 @@ class FakePgError(Exception):
         self.sqlstate = sqlstate
 
 
-def pg8000_error(sqlstate: str) -> Exception:
+def pg8000_error(sqlstate: str, routine: str | None = None) -> Exception:
     """An error as pg8000 raises it: the server's error fields in args[0], by code."""
-    return Exception({"S": "ERROR", "V": "ERROR", "C": sqlstate, "M": "boom"})
+    fields = {"S": "ERROR", "V": "ERROR", "C": sqlstate, "M": "boom"}
+    return Exception(fields if routine is None else {**fields, "R": routine})
+
+
+class Psycopg2Error(Exception):
+    """An error as psycopg2 raises it: ``pgcode`` and the server's fields in ``diag``
+    (psycopg2 fills both from libpq; they cannot be set on its own classes)."""
+
+    def __init__(self, pgcode: str, routine: str | None = None) -> None:
+        super().__init__("boom")
+        self.pgcode = pgcode
+        self.diag = SimpleNamespace(source_function=routine)
+
+
+class _ServerFields:
+    """What psycopg reads an error's fields from (a result of libpq's, in life)."""
+
+    def __init__(self, fields: dict[Any, bytes]) -> None:
+        self.fields = fields
+
+    def error_field(self, code: Any) -> bytes | None:
+        return self.fields.get(code)
+
+
+def psycopg_error(cls: type[psycopg.Error], sqlstate: str, routine: str) -> psycopg.Error:
+    """A psycopg error carrying the server's SQLSTATE and routine (the ``R`` field)."""
+    field = psycopg.pq.DiagnosticField
+    info = _ServerFields(
+        {field.SQLSTATE: sqlstate.encode(), field.SOURCE_FUNCTION: routine.encode()}
+    )
+    return cls("boom", info=info)  # type: ignore[arg-type]
+
+
+def asyncpg_error_with(sqlstate: str, routine: str) -> Exception:
+    """An asyncpg error built from the server's fields, under SQLAlchemy's adapter."""
+    adapted = Exception("adapted")
+    adapted.__cause__ = asyncpg.exceptions.PostgresError.new(
+        {"C": sqlstate, "M": "boom", "R": routine}
+    )
+    return adapted
 
 
 def wrapped(
@@ -73,7 +114,7 @@ def sqlite_error(name: str) -> sqlite3.Error:
         (wrapped(Exception(1142, "denied")), PermissionDeniedError),
         (wrapped(Exception(2013, "lost")), DatabaseUnavailableError),
         (wrapped(sqlite_error("SQLITE_BUSY")), DatabaseLockedError),
-        (wrapped(sqlite_error("SQLITE_READONLY")), PermissionDeniedError),
+        (wrapped(sqlite_error("SQLITE_READONLY")), ReadOnlyDatabaseError),
         (wrapped(sqlite_error("SQLITE_CANTOPEN")), DatabaseUnavailableError),
         (wrapped(Exception("anything"), invalidated=True), DatabaseUnavailableError),
         (StaleDataError("0 rows matched"), ConflictError),
@@ -182,11 +223,18 @@ def _conditions() -> list[Any]:
         ),
         "lock refused at once": (DatabaseLockedError, True, [sqlite_error("SQLITE_BUSY_SNAPSHOT")]),
         "read-only database": (
-            PermissionDeniedError,
+            ReadOnlyDatabaseError,
             False,
             [
                 pg.ReadOnlySqlTransaction("x"),
                 asyncpg_error(apg.ReadOnlySQLTransactionError),
+                pg8000_error("25006"),
+                Psycopg2Error("25006"),
+                psycopg_error(pg.FeatureNotSupported, "0A000", "call_bool_check_hook"),
+                asyncpg_error_with("0A000", "call_bool_check_hook"),
+                pg8000_error("0A000", routine="call_bool_check_hook"),
+                Psycopg2Error("0A000", routine="call_bool_check_hook"),
+                psycopg_error(pg.FeatureNotSupported, "0A000", "call_enum_check_hook"),
                 MySQLError(1290, "--read-only"),
                 MySQLError(1792, "READ ONLY transaction"),
                 MySQLError(1836, "read-only mode"),
@@ -288,3 +336,56 @@ def test_translated_turns_a_driver_error_into_ours_and_lets_the_rest_through() -
         raise KeyError("not a database error")
     with translated(URL):
         pass
+
+
+def raised_while_handling(error: BaseException, handled: BaseException) -> BaseException:
+    """``error`` as Python leaves it when raised inside ``except`` for ``handled``."""
+    error.__context__ = handled
+    return error
+
+
+def test_a_savepoint_gone_after_a_deadlock_is_the_deadlock() -> None:
+    deadlock = wrapped(MySQLError(1213, "Deadlock found"))
+    gone = raised_while_handling(wrapped(MySQLError(1305, "SAVEPOINT does not exist")), deadlock)
+    translated = translate(gone, URL)
+    assert isinstance(translated, ConflictError)
+    assert (translated.reason, translated.retryable) == ("serialization", True)
+
+
+def test_a_pending_rollback_caused_by_a_deadlock_is_the_deadlock() -> None:
+    pending = sa_exc.PendingRollbackError(
+        "Can't reconnect until invalid transaction is rolled back"
+    )
+    pending.__cause__ = wrapped(MySQLError(1213, "Deadlock found"))
+    translated = translate(pending, URL)
+    assert isinstance(translated, ConflictError)
+    assert translated.reason == "serialization"
+
+
+def test_a_savepoint_gone_for_no_known_reason_stays_a_database_error() -> None:
+    translated = translate(wrapped(MySQLError(1305, "SAVEPOINT does not exist")), URL)
+    assert type(translated) is DatabaseError
+    assert not translated.retryable
+
+
+@pytest.mark.parametrize(
+    "orig",
+    [
+        psycopg_error(psycopg.errors.FeatureNotSupported, "0A000", "RevalidateCachedQuery"),
+        pg8000_error("0A000", routine="transformLockingClause"),
+        Psycopg2Error("0A000"),
+        asyncpg_error_with("0A000", "RevalidateCachedQuery"),
+    ],
+    ids=["psycopg-cached-plan", "pg8000-locking-clause", "psycopg2-no-routine", "asyncpg"],
+)
+def test_feature_not_supported_from_anything_but_a_setting_is_not_a_read_only_server(
+    orig: Exception,
+) -> None:
+    translated = translate(wrapped(orig), URL)
+    assert type(translated) is DatabaseError
+
+
+def test_a_read_only_refusal_is_still_a_permission_denied_error() -> None:
+    translated = translate(wrapped(psycopg.errors.ReadOnlySqlTransaction("x")), URL)
+    assert isinstance(translated, PermissionDeniedError)
+    assert not translated.retryable

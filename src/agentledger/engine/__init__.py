@@ -54,6 +54,7 @@ from .transactions import (
     WRITE_OPTION,
     brief_transaction,
     read_only_options,
+    read_only_transaction,
 )
 from .urls import (
     DEFAULT_URL,
@@ -101,6 +102,7 @@ __all__ = [
     "pgbouncer_engine_options",
     "read_only_options",
     "read_only_sqlite",
+    "read_only_transaction",
     "remember_typed_url",
     "repair_aiomysql_bytes",
     "resolve_url",

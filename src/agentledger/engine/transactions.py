@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, event
+from sqlalchemy.pool import ConnectionPoolEntry
 
 WRITE_OPTION = "agentledger_write"
 """Connection execution option: this transaction will write (SQLite: BEGIN IMMEDIATE)."""
@@ -79,3 +80,50 @@ def brief_transaction(connection: Connection, *, commit: bool = False) -> Iterat
             # the connection needing a rollback before its next statement.
             connection.rollback()
             raise
+
+
+_READ_ONLY_BEFORE = "agentledger_read_only_before"
+"""Connection record info: the driver's read-only setting before ``read_only_transaction``
+set it, to put back when the connection returns to the pool."""
+
+
+def read_only_transaction(connection: Connection) -> None:
+    """Make the transaction ``connection`` is about to begin READ ONLY (PostgreSQL),
+    and only that transaction: the driver's read-only setting goes back to what it was
+    when the connection returns to the pool.
+
+    SQLAlchemy's ``postgresql_readonly`` option does the first part, but on return
+    sets the driver to read-*write* (psycopg's and psycopg2's ``read_only = False``,
+    where they had None, "the server's default"), and from then on they begin every
+    transaction on that connection ``READ WRITE`` explicitly. A hot standby refuses
+    that (SQLSTATE 0A000, "cannot set transaction read-write mode during recovery"),
+    so after one read-only unit of work every later transaction failed there; and a
+    server with ``default_transaction_read_only`` on let writes through that it
+    refuses otherwise. The setting stays on the client for psycopg, psycopg2 and
+    asyncpg (the BEGIN carries it: no round trip); pg8000 sets it with a statement.
+    Call it before the transaction's first statement.
+    """
+    dialect = connection.dialect
+    pooled = connection.connection
+    driver = pooled.dbapi_connection
+    if _READ_ONLY_BEFORE not in pooled.info:
+        pooled.info[_READ_ONLY_BEFORE] = (dialect, dialect.get_readonly(driver))  # type: ignore[attr-defined]
+    dialect.set_readonly(driver, True)  # type: ignore[attr-defined]
+    pool = connection.engine.pool
+    if not event.contains(pool, "checkin", _restore_read_only):
+        event.listen(pool, "checkin", _restore_read_only)
+
+
+def _restore_read_only(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+    """At checkin, after SQLAlchemy's own reset: the driver's read-only setting as it
+    was before ``read_only_transaction`` (an invalidated connection has none to keep).
+    A connection whose setting cannot be put back is invalidated rather than pooled:
+    it would begin every later transaction READ ONLY."""
+    saved = record.info.pop(_READ_ONLY_BEFORE, None)
+    if saved is None or dbapi_connection is None:
+        return
+    dialect, before = saved
+    try:
+        dialect.set_readonly(dbapi_connection, before)
+    except Exception as error:
+        record.invalidate(error)

@@ -206,7 +206,7 @@ def read_only_sqlite(url: URL) -> URL:
     no ``-wal`` file holds changes a reader must see).
 
     Reads then work (listing, export, ``db check``); a write raises
-    PermissionDeniedError before any SQL (see ``is_read_only``).
+    ReadOnlyDatabaseError before any SQL (see ``is_read_only``).
     """
     path = sqlite_file(url)
     if path is None or not os.path.isfile(path):

@@ -17,6 +17,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
 
 from .._dialects import CAPABILITIES, capabilities
+from .._probe import cluster_of
 from ..engine import brief_transaction, sqlite_migration_connection
 from ..errors import DatabaseLockedError, SchemaError
 
@@ -92,10 +93,9 @@ def migration_lock(connection: Connection) -> Iterator[None]:
 
 
 def galera(connection: Connection) -> bool:
-    """Whether ``connection`` is to a node of a Galera cluster (``wsrep_on``)."""
-    with brief_transaction(connection):
-        row = connection.execute(text("SHOW VARIABLES LIKE 'wsrep_on'")).first()
-    return row is not None and str(row[1]).upper() == "ON"
+    """Whether ``connection`` is to a node of a Galera cluster (``wsrep_on``, as the
+    capability probe finds it: ``_probe.cluster_of``)."""
+    return cluster_of(connection) == "galera"
 
 
 @contextmanager

@@ -28,10 +28,12 @@ from sqlalchemy import (
     true,
 )
 from sqlalchemy import cast as sql_cast
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Session
 
 from .._dialects import capabilities
+from ..engine import read_only_transaction
 from ..errors import DatabaseLockedError
 
 if TYPE_CHECKING:
@@ -50,6 +52,16 @@ def creators_take_turns(connection: Connection, key: str) -> Iterator[None]:
     PostgreSQL reports a duplicate without a lock on the row, and SQLite's write
     transactions already run one at a time: nothing to do there. The wait for the
     named lock is bounded by the connection's lock wait timeout.
+
+    A named lock belongs to the server session, not to the transaction: a rollback
+    keeps it, and a pooled connection would carry it to its next user while every
+    other creator of the row waited out its timeout. So after a database failure
+    inside the turn (a deadlock, a lock wait that ran out, a Galera node aborting the
+    transaction: the server may have rolled the transaction back, and SQLAlchemy may
+    refuse any statement until the caller rolls back), and after a release that
+    fails, the connection is invalidated: it is closed, the server ends the session
+    and frees the lock with it, and the pool connects anew. The failure itself is
+    what the caller sees (a deadlock: ``ConflictError("serialization")``, retried).
     """
     if not capabilities(connection.dialect).gap_locks:
         yield
@@ -62,8 +74,28 @@ def creators_take_turns(connection: Connection, key: str) -> Iterator[None]:
         raise DatabaseLockedError(f"another creator of {key!r} held its lock too long")
     try:
         yield
-    finally:
-        connection.execute(text("SELECT RELEASE_LOCK(:name)"), {"name": name})
+    except sa_exc.SQLAlchemyError as failure:
+        connection.invalidate(failure)
+        raise
+    except BaseException:
+        _release(connection, name, after_failure=True)
+        raise
+    _release(connection, name)
+
+
+_RELEASE_LOCK = text("SELECT RELEASE_LOCK(:name)")
+
+
+def _release(connection: Connection, name: str, *, after_failure: bool = False) -> None:
+    """Release the named lock ``name``; if that fails, invalidate ``connection`` and
+    raise why (``after_failure``: the failure being raised already is the one the
+    caller sees)."""
+    try:
+        connection.execute(_RELEASE_LOCK, {"name": name})
+    except Exception as failure:
+        connection.invalidate(failure)
+        if not after_failure:
+            raise
 
 
 _LAST_INSERT_ID = select(func.last_insert_id())
@@ -173,11 +205,12 @@ def snapshot_read_options(dialect_name: str) -> dict[str, Any]:
 
     PostgreSQL's default READ COMMITTED takes a new snapshot per statement, so later
     pages could disagree with earlier ones; REPEATABLE READ keeps the first (and a
-    read-only transaction there never fails to serialize). MariaDB/MySQL's default
-    REPEATABLE READ and a SQLite read transaction (WAL) already read one snapshot.
+    read-only transaction there never fails to serialize; ``begin_snapshot`` makes it
+    read-only). MariaDB/MySQL's default REPEATABLE READ and a SQLite read transaction
+    (WAL) already read one snapshot.
     """
     if capabilities(dialect_name).snapshot_read == "isolation_option":
-        return {"isolation_level": "REPEATABLE READ", "postgresql_readonly": True}
+        return {"isolation_level": "REPEATABLE READ"}
     return {}
 
 
@@ -200,16 +233,22 @@ def stream_options(connection: Connection, partition: int) -> dict[str, Any]:
 def begin_snapshot(connection: Connection) -> None:
     """Begin a read-only unit of work's transaction where its options cannot.
 
-    PostgreSQL gets REPEATABLE READ READ ONLY from the connection options
-    (``snapshot_read_options``: the snapshot is the first statement's), and SQLite's
-    deferred BEGIN reads one snapshot from its first read (WAL). MariaDB/MySQL have no
-    such option in SQLAlchemy: this sends the statements that start a read-only
-    transaction on a snapshot taken now (at REPEATABLE READ whatever the session's
-    level, since a consistent snapshot means nothing at READ COMMITTED; the SET is
-    skipped, a round trip less, when the connection is at REPEATABLE READ already, the
-    server's default). A write inside it fails on the server too (errno 1792).
+    PostgreSQL gets REPEATABLE READ from the connection options
+    (``snapshot_read_options``: the snapshot is the first statement's) and READ ONLY
+    for this transaction alone (``engine.read_only_transaction``: SQLAlchemy's own
+    option would leave the connection beginning READ WRITE, which a hot standby
+    refuses). SQLite's deferred BEGIN reads one snapshot from its first read (WAL).
+    MariaDB/MySQL have no such option in SQLAlchemy: this sends the statements that
+    start a read-only transaction on a snapshot taken now (at REPEATABLE READ whatever
+    the session's level, since a consistent snapshot means nothing at READ COMMITTED;
+    the SET is skipped, a round trip less, when the connection is at REPEATABLE READ
+    already, the server's default). A write inside it fails on the server too (errno
+    1792, SQLSTATE 25006).
     """
-    if capabilities(connection.dialect).snapshot_read == "consistent_snapshot":
+    how = capabilities(connection.dialect).snapshot_read
+    if how == "isolation_option":
+        read_only_transaction(connection)
+    elif how == "consistent_snapshot":
         level = connection.get_execution_options().get("isolation_level")
         if (level or connection.default_isolation_level) != "REPEATABLE READ":
             connection.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")

@@ -129,9 +129,10 @@ class SyncAdapter(_Awaitable):
 
         return opened()
 
-    async def run(self, fn: Callable[[Any], Coroutine[Any, Any, T]], *, retries: int = 3) -> T:
-        """``Ledger.run`` with an async ``fn``, driven without an event loop."""
-        return self._target.run(lambda uow: drive(fn(_Awaitable(uow))), retries=retries)  # type: ignore[no-any-return]
+    async def run(self, fn: Callable[[Any], Coroutine[Any, Any, T]], **options: Any) -> T:
+        """``Ledger.run`` with an async ``fn`` (and ``run``'s options), driven without an
+        event loop."""
+        return self._target.run(lambda uow: drive(fn(_Awaitable(uow))), **options)  # type: ignore[no-any-return]
 
 
 class Barrier:
