@@ -155,7 +155,7 @@ def is_lost_before_commit(error: BaseException, commit_sent: bool) -> bool:
 def retrying(
     fn: Callable[[], R],
     *,
-    policy: RetryPolicy,
+    policy: RetryPolicy | Callable[[], RetryPolicy],
     retry_on: Callable[[BaseException], bool],
     sleep: Callable[[float], None],
     what: str = "a call",
@@ -163,7 +163,10 @@ def retrying(
     """Call ``fn``; after an error ``retry_on`` accepts, wait (``sleep``: the caller's
     way of waiting, blocking or awaited) as ``policy`` says and call it again, up to
     ``policy.attempts`` calls in all. ``what`` names the call in the warnings: one per
-    retry, and one when a retryable error is raised because the attempts ran out."""
+    retry, and one when a retryable error is raised because the attempts ran out.
+
+    ``policy`` may be a callable, asked after each failure: a ledger's default policy
+    is its database's, known only once the first attempt has probed the database."""
     failed = 0
     while True:
         try:
@@ -171,6 +174,8 @@ def retrying(
         except Exception as error:
             if not retry_on(error):
                 raise
+            if callable(policy):
+                policy = policy()
             if failed >= policy.retries:
                 if policy.retries:
                     logger.warning(
@@ -204,13 +209,17 @@ def checked_policy(policy: object, *, path: str = "retry") -> RetryPolicy | None
     )
 
 
-def policy_of_run(base: RetryPolicy, *, retries: object, retry: object) -> RetryPolicy:
-    """The policy of one ``ledger.run``: its ``retry``, else the ledger's policy ``base``
-    with ``retries`` retries when given (the older spelling of ``attempts - 1``)."""
+def policy_of_run(
+    base: Callable[[], RetryPolicy], *, retries: object, retry: object
+) -> Callable[[], RetryPolicy]:
+    """The policy of one ``ledger.run``: its ``retry``, else the ledger's policy
+    (``base()``, asked when needed: a ledger's default is known once its database is
+    probed) with ``retries`` retries when given (the older spelling of
+    ``attempts - 1``). The arguments are checked at once."""
     chosen = checked_policy(retry)
     if retries is None:
-        return chosen or base
+        return (lambda: chosen) if chosen is not None else base
     if chosen is not None:
         raise ValidationError("give retries or retry, not both", path="retries")
     count = bounded_int(retries, "retries", high=MAX_ATTEMPTS - 1)
-    return dataclasses.replace(base, attempts=count + 1)
+    return lambda: dataclasses.replace(base(), attempts=count + 1)

@@ -271,7 +271,7 @@ class LedgerRunner:
         replayable = transient_or_replayable(lambda: bool(begun) and begun[0].replay_safe)
         return retrying(
             attempt,
-            policy=self.retry_policy,
+            policy=lambda: self.retry_policy,
             retry_on=lambda error: lost_before_commit(error) or replayable(error),
             sleep=self.waits.sleep,
             what=call.__qualname__,

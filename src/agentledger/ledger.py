@@ -120,8 +120,15 @@ class Ledger:
         retry: how the ledger runs work again after a failure worth another try (a
             ``RetryPolicy``): its own retry of each ledger-level call after a
             transient failure, and ``run``'s retry of a unit of work. Default: the
-            database's budget, 4 attempts (10 on a Galera node the probe finds at
+            database's budget, 4 attempts (30 on a Galera node the probe finds at
             first use) with full-jitter backoff from 10 ms up to 1 s.
+        read_your_writes: on a Galera node, each transaction of the engine the ledger
+            creates first waits until the node has applied every write the cluster
+            committed before it began (``wsrep_sync_wait = 1``, set on each new
+            connection found to be a Galera node), so a read on one node sees what
+            another acknowledged. ``False`` reads what the node has applied (a little
+            faster; a record read stale is still caught as a conflict). No effect on
+            one server, or with ``engine=``.
     """
 
     def __init__(
@@ -137,12 +144,14 @@ class Ledger:
         driver_sql: bool = True,
         engine_options: Mapping[str, Any] | None = None,
         retry: RetryPolicy | None = None,
+        read_your_writes: bool = True,
         _memory: MemoryDatabase | None = None,
     ) -> None:
-        _check_options(url, engine, clock, limits, driver_sql)
+        _check_options(url, engine, clock, limits, driver_sql, read_your_writes)
         policy = checked_policy(retry)
         options = _checked_engine_options(engine, engine_options)
         timeouts = _checked_timeouts(engine, lock_timeout, statement_timeout)
+        timeouts["cluster_sync_wait"] = read_your_writes
         if engine is not None and not isinstance(engine, Engine):
             raise ValidationError(
                 f"Ledger takes a sync Engine, got {type(engine).__name__}; "
@@ -290,7 +299,8 @@ class Ledger:
         out, and a commit of unknown outcome (``CommitUnknownError``: ``fn`` is never
         replayed blindly). A retryable error raised because the attempts ran out is
         logged as a warning on ``agentledger.retry``."""
-        policy = policy_of_run(self._runner.retry_policy, retries=retries, retry=retry)
+        runner = self._runner
+        policy = policy_of_run(lambda: runner.retry_policy, retries=retries, retry=retry)
 
         def attempt() -> R:
             with self.unit_of_work() as uow:
@@ -338,8 +348,15 @@ class AsyncLedger:
         retry: how the ledger runs work again after a failure worth another try (a
             ``RetryPolicy``): its own retry of each ledger-level call after a
             transient failure, and ``run``'s retry of a unit of work. Default: the
-            database's budget, 4 attempts (10 on a Galera node the probe finds at
+            database's budget, 4 attempts (30 on a Galera node the probe finds at
             first use) with full-jitter backoff from 10 ms up to 1 s.
+        read_your_writes: on a Galera node, each transaction of the engine the ledger
+            creates first waits until the node has applied every write the cluster
+            committed before it began (``wsrep_sync_wait = 1``, set on each new
+            connection found to be a Galera node), so a read on one node sees what
+            another acknowledged. ``False`` reads what the node has applied (a little
+            faster; a record read stale is still caught as a conflict). No effect on
+            one server, or with ``engine=``.
     """
 
     def __init__(
@@ -355,12 +372,14 @@ class AsyncLedger:
         driver_sql: bool = True,
         engine_options: Mapping[str, Any] | None = None,
         retry: RetryPolicy | None = None,
+        read_your_writes: bool = True,
         _memory: MemoryDatabase | None = None,
     ) -> None:
-        _check_options(url, engine, clock, limits, driver_sql)
+        _check_options(url, engine, clock, limits, driver_sql, read_your_writes)
         policy = checked_policy(retry)
         options = _checked_engine_options(engine, engine_options)
         timeouts = _checked_timeouts(engine, lock_timeout, statement_timeout)
+        timeouts["cluster_sync_wait"] = read_your_writes
         if engine is not None and not isinstance(engine, AsyncEngine):
             raise ValidationError(
                 f"AsyncLedger takes an AsyncEngine, got {type(engine).__name__}; "
@@ -548,7 +567,12 @@ def _close_twin(hop: ThreadHop, twin: Ledger) -> None:
 
 
 def _check_options(
-    url: object, engine: object, clock: object, limits: object, driver_sql: object
+    url: object,
+    engine: object,
+    clock: object,
+    limits: object,
+    driver_sql: object,
+    read_your_writes: object,
 ) -> None:
     if url is not None and engine is not None:
         raise ValidationError("give a url or an engine, not both", path="engine")
@@ -556,10 +580,9 @@ def _check_options(
         raise ValidationError("limits must be an agentledger.Limits", path="limits")
     if clock is not None and not callable(clock):
         raise ValidationError("clock must be a callable returning an aware datetime")
-    if not isinstance(driver_sql, bool):
-        raise ValidationError(
-            f"driver_sql must be True or False, got {driver_sql!r}", path="driver_sql"
-        )
+    for name, flag in (("driver_sql", driver_sql), ("read_your_writes", read_your_writes)):
+        if not isinstance(flag, bool):
+            raise ValidationError(f"{name} must be True or False, got {flag!r}", path=name)
 
 
 def _checked_engine_options(engine: object, options: object) -> dict[str, Any]:

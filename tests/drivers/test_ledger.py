@@ -342,3 +342,10 @@ def test_engine_options_with_a_borrowed_engine_are_refused() -> None:
     engine = create_engine("sqlite://")
     with pytest.raises(ValidationError, match="with engine=, create your engine with them"):
         Ledger(engine=engine, engine_options={"pool_size": 5})
+
+
+@pytest.mark.parametrize("ledger_class", [Ledger, AsyncLedger])
+def test_read_your_writes_that_is_not_a_bool_is_refused(ledger_class: type) -> None:
+    with pytest.raises(ValidationError, match="read_your_writes must be True or False") as raised:
+        ledger_class("sqlite://", read_your_writes="yes")
+    assert raised.value.path == "read_your_writes"

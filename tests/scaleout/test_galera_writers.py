@@ -17,7 +17,15 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
 
-from agentledger import CheckpointPayload, Ledger, NewMessage, NewStep, TokenUsage, migrations
+from agentledger import (
+    AsyncLedger,
+    CheckpointPayload,
+    Ledger,
+    NewMessage,
+    NewStep,
+    TokenUsage,
+    migrations,
+)
 from agentledger.errors import AgentLedgerError
 
 pytestmark = [pytest.mark.slow, pytest.mark.mysql]
@@ -134,3 +142,20 @@ def test_a_read_on_one_node_sees_what_another_node_acknowledged(ledgers: list[Le
     for turn in range(50):
         writer.messages.append("read-your-writes", NewMessage(role="user", content=str(turn)))
         assert [m.content for m in reader.messages.last("read-your-writes", 1)] == [str(turn)]
+
+
+def _sync_wait(ledger: Ledger) -> object:
+    with ledger.engine.connect() as connection:
+        return connection.execute(text("SELECT @@session.wsrep_sync_wait")).scalar()
+
+
+def test_a_ledger_waits_for_the_cluster_on_each_read_unless_told_not_to(
+    node_urls: list[URL],
+) -> None:
+    with Ledger(node_urls[0]) as waiting, Ledger(node_urls[0], read_your_writes=False) as not_:
+        assert (_sync_wait(waiting), _sync_wait(not_)) == (1, 0)
+
+
+async def test_an_async_ledger_waits_for_the_cluster_on_each_read(node_urls: list[URL]) -> None:
+    async with AsyncLedger(node_urls[1]) as ledger, ledger.engine.connect() as connection:
+        assert (await connection.execute(text("SELECT @@session.wsrep_sync_wait"))).scalar() == 1

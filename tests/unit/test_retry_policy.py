@@ -5,14 +5,24 @@ own; a ledger given none uses its database's budget."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import Engine, event
 
-from agentledger import AsyncLedger, ConflictError, Ledger, NewMessage, RetryPolicy, _runner
+from agentledger import (
+    AsyncLedger,
+    ConflictError,
+    Ledger,
+    NewMessage,
+    RetryPolicy,
+    _runner,
+    migrations,
+)
 from agentledger._dialects import capabilities
 
 NO_WAIT = {"base_delay": 0.0, "max_delay": 0.0}
@@ -153,6 +163,7 @@ def test_a_ledger_on_a_cluster_the_probe_found_takes_the_clusters_budget(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(_runner, "cluster_of", lambda _connection: "galera")
+    monkeypatch.setattr(time, "sleep", lambda _seconds: None)  # the cluster's waits
     with Ledger.in_memory() as ledger:
         ledger.sessions.create("s")
         with deadlocks_on_insert(ledger.engine, times=100) as tried, pytest.raises(ConflictError):
@@ -167,3 +178,26 @@ def test_a_policy_given_wins_over_the_clusters_budget(monkeypatch: pytest.Monkey
         with deadlocks_on_insert(ledger.engine, times=100) as tried, pytest.raises(ConflictError):
             ledger.messages.append("s", NewMessage(role="user", content="hi"))
     assert len(tried) == 2
+
+
+def test_a_ledgers_first_call_on_a_cluster_already_takes_the_clusters_budget(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The budget is known once the first attempt has probed the database: the policy is
+    # asked for after a failure, not before the first attempt.
+    url = f"sqlite:///{tmp_path / 'cluster.db'}"
+    migrations.upgrade(url)
+    monkeypatch.setattr(_runner, "cluster_of", lambda _connection: "galera")
+    monkeypatch.setattr(time, "sleep", lambda _seconds: None)
+    tried: list[int] = []
+
+    def before(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if statement.lstrip().upper().startswith("INSERT INTO AGENTLEDGER_SESSIONS"):
+            tried.append(1)
+            raise ConflictError("injected deadlock", reason="serialization")
+
+    with Ledger(url) as ledger:
+        event.listen(ledger.engine, "before_cursor_execute", before)
+        with pytest.raises(ConflictError):
+            ledger.sessions.create("s")
+    assert len(tried) == capabilities("mysql", cluster="galera").retry_attempts

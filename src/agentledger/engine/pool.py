@@ -134,10 +134,18 @@ def _configure_ping(engine: Engine, options: dict[str, Any]) -> None:
 
 
 def configure_timeouts(
-    engine: Engine, *, lock_timeout: float, statement_timeout: float | None
+    engine: Engine,
+    *,
+    lock_timeout: float,
+    statement_timeout: float | None,
+    cluster_sync_wait: bool = True,
 ) -> None:
     """Set a lock timeout (seconds) and, when given, a statement timeout on every new
-    connection of ``engine`` (an engine a ledger created).
+    connection of ``engine`` (an engine a ledger created); with ``cluster_sync_wait``,
+    a connection to a Galera node also waits, at the start of each transaction and
+    read, until the node has applied what the cluster committed before
+    (``wsrep_sync_wait = 1``: read-your-writes across nodes, one round trip per new
+    connection to ask ``wsrep_on`` on MariaDB/MySQL).
 
     PostgreSQL: ``lock_timeout`` and ``statement_timeout``. MariaDB/MySQL:
     ``innodb_lock_wait_timeout`` (whole seconds, rounded up) and MariaDB's
@@ -162,6 +170,11 @@ def configure_timeouts(
         try:
             for statement in statements:
                 cursor.execute(statement)
+            if backend in ("mysql", "mariadb") and cluster_sync_wait:
+                cursor.execute("SHOW VARIABLES LIKE 'wsrep_on'")
+                found = cursor.fetchone()
+                if found is not None and str(found[1]).upper() == "ON":
+                    cursor.execute("SET SESSION wsrep_sync_wait = 1")
             if backend in ("mysql", "mariadb") and statement_ms is not None:
                 cursor.execute("SELECT VERSION()")
                 mariadb = "mariadb" in str(cursor.fetchone()[0]).lower()
