@@ -114,8 +114,14 @@ def launch_keeper(script: Path, *args: str, what: str) -> tuple[subprocess.Popen
     reader.join(START_TIMEOUT_S)
     report: dict[str, Any] = json.loads(lines[0]) if lines and lines[0] else {}
     if "error" in report or not report:
-        keeper.kill()
-        keeper.wait()
+        # A keeper that reported its error stops what it started and deletes its folder
+        # before it exits: wait for that (a kill would leave a started server behind).
+        # A silent one is killed.
+        try:
+            keeper.wait(timeout=STOP_TIMEOUT_S if report else 1)
+        except subprocess.TimeoutExpired:
+            keeper.kill()
+            keeper.wait()
         reason = report.get("error") or f"no answer within {START_TIMEOUT_S} s"
         raise StartError(f"{what} did not start: {reason}")
     return keeper, report

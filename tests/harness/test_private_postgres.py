@@ -162,3 +162,21 @@ def test_a_test_run_that_is_interrupted_leaves_no_server_behind(
             run.wait()
 
     assert _gone(held["pid"], Path(held["folder"])), output
+
+
+def test_a_keeper_that_reports_an_error_is_left_to_clean_up_before_start_fails(
+    tmp_path: Path,
+) -> None:
+    # A keeper reports its error, then stops what it had started: launch_keeper waits for
+    # it instead of killing it (which left a started server and its folder behind).
+    cleaned = tmp_path / "cleaned"
+    script = tmp_path / "keeper.py"
+    script.write_text(
+        "import json, sys, time\n"
+        "print(json.dumps({'error': 'the standby did not start'}), flush=True)\n"
+        "time.sleep(0.5)\n"
+        f"open({str(cleaned)!r}, 'w').close()\n"
+    )
+    with pytest.raises(private_postgres.StartError, match="the standby did not start"):
+        private_postgres.launch_keeper(script, what="a test keeper")
+    assert cleaned.exists()
