@@ -67,6 +67,16 @@ class PrivateStandby:
         """Stop both servers and delete their folder (the keeper does it on EOF)."""
         close_keeper(self.keeper)
 
+    def fail_over(self) -> None:
+        """Kill the primary (an immediate stop: no checkpoint, connections cut) and
+        promote the standby, which then takes writes at its own URL."""
+        assert self.keeper.stdin is not None and self.keeper.stdout is not None
+        self.keeper.stdin.write(b"fail over\n")
+        self.keeper.stdin.flush()
+        answer = json.loads(self.keeper.stdout.readline() or b"{}")
+        if answer.get("promoted") is not True:
+            raise StartError(f"the fail-over did not happen: {answer}")
+
 
 def available() -> str | None:
     """Why a standby cannot be started here, or None when it can."""
@@ -162,6 +172,19 @@ def _start_standby(folder: Path, primary_port: int, run_as: dict[str, Any]) -> i
     return port
 
 
+def _command(command: str, folder: Path, run_as: dict[str, Any]) -> dict[str, Any]:
+    """``fail over``: stop the primary at once and promote the standby."""
+    if command != "fail over":
+        return {"error": f"unknown command {command!r}: fail over"}
+    try:
+        pg_ctl = str(BINARIES / "pg_ctl")
+        _run([pg_ctl, "-D", str(folder / "primary"), "-m", "immediate", "stop"], run_as, 60)
+        _run([pg_ctl, "-D", str(folder / "standby"), "-w", "-t", "60", "promote"], run_as, 90)
+    except (StartError, subprocess.TimeoutExpired) as error:
+        return {"error": f"{type(error).__name__}: {error}"}
+    return {"promoted": True}
+
+
 def _keep(database: str) -> None:
     """Start both servers, report them as one JSON line, stop them on stdin's EOF."""
 
@@ -183,7 +206,9 @@ def _keep(database: str) -> None:
             "folder": str(folder),
         }
         print(json.dumps(report), flush=True)
-        sys.stdin.buffer.read()  # until the test run (or whatever killed it) closes the pipe
+        # Commands until the test run (or whatever killed it) closes the pipe.
+        for line in sys.stdin.buffer:
+            print(json.dumps(_command(line.decode().strip(), folder, run_as)), flush=True)
     except (StartError, OSError, subprocess.TimeoutExpired) as error:
         print(json.dumps({"error": f"{type(error).__name__}: {error}"}), flush=True)
     finally:

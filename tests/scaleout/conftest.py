@@ -75,11 +75,11 @@ class Standby:
     def caught_up(self, timeout: float = 30) -> None:
         """Wait until the standby has replayed everything the primary has written (its
         insert position: the private primary commits without waiting for the flush)."""
-        with psycopg.connect(self.primary, autocommit=True) as primary:
+        with psycopg.connect(_maintenance(self.primary), autocommit=True) as primary:
             row = primary.execute("SELECT pg_current_wal_insert_lsn()").fetchone()
         assert row is not None
         deadline = time.monotonic() + timeout
-        with psycopg.connect(self.standby, autocommit=True) as standby:
+        with psycopg.connect(_maintenance(self.standby), autocommit=True) as standby:
             while True:
                 query = "SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn"
                 replayed = standby.execute(query, (row[0],)).fetchone()
@@ -87,6 +87,12 @@ class Standby:
                     return
                 assert time.monotonic() < deadline, f"the standby lags more than {timeout} s"
                 time.sleep(0.02)
+
+
+def _maintenance(url: str) -> str:
+    """``url`` naming the server's ``postgres`` database, which exists before the test's
+    own has been replayed."""
+    return url.rsplit("/", 1)[0] + "/postgres"
 
 
 @pytest.fixture(scope="session")
@@ -99,8 +105,7 @@ def standby() -> Iterator[Standby]:
         pytest.skip(message)
     running = private_standby.start("agentledger_standby")
     try:
-        admin = running.primary_url.rsplit("/", 1)[0] + "/postgres"
-        with psycopg.connect(admin, autocommit=True) as connection:
+        with psycopg.connect(_maintenance(running.primary_url), autocommit=True) as connection:
             connection.execute("CREATE DATABASE agentledger_standby")
         pair = Standby(running.primary_url, running.standby_url)
         migrations.upgrade(pair.primary)
