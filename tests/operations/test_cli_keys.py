@@ -198,6 +198,16 @@ def test_list_shows_each_session_s_key(
     assert rows[frameworks["openai"]] == "chat-1"
 
 
+def test_list_says_paused_for_a_langgraph_thread_paused_at_an_interrupt(
+    frameworks: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["sessions", "list", "--url", frameworks["url"]]) == EXIT_OK
+
+    lines = capsys.readouterr().out.splitlines()[1:]
+    statuses = {line.split()[0]: line.split()[3] for line in lines if "refund-order-1042" in line}
+    assert statuses == {frameworks["langgraph"]: "paused"}
+
+
 def test_list_filters_by_key(
     frameworks: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -121,17 +121,18 @@ def _list(args: argparse.Namespace) -> int:
         raise UsageError("--limit takes 1 to 100000")
     more = [False]
     with ledger_of(args) as ledger:
-        items = _summaries(ledger, args, more)
         if args.json:
-            _write_json(items)
+            _write_json(_summaries(ledger, args, more))
             _say_more(args, more[0])
             return EXIT_OK
+        items = list(_summaries(ledger, args, more))
+        paused = _paused_threads(ledger, items)
         rows = [
             [
                 item.id,
                 shorten(clean(item.external_key or "-"), KEY_WIDTH),
                 shorten(clean(item.title or "-"), TITLE_WIDTH),
-                clean(item.status),
+                "paused" if item.id in paused else clean(item.status),
                 f"{item.step_count:,}",
                 f"{item.total_tokens:,}",
                 when(item.updated_at),
@@ -145,6 +146,20 @@ def _list(args: argparse.Namespace) -> int:
     table(header, rows, right={4, 5})
     _say_more(args, more[0])
     return EXIT_OK
+
+
+def _paused_threads(ledger: Ledger, items: list[SessionSummary]) -> set[str]:
+    """The LangGraph threads among ``items`` paused at an interrupt: their session stays
+    "active", and the list says "paused" instead, as the viewer does."""
+    threads = [item.id for item in items if framework_of(item.id) == "langgraph"]
+    paused: set[str] = set()
+    for start in range(0, len(threads), PAUSED_BATCH):
+        paused.update(ledger.langgraph().paused(threads[start : start + PAUSED_BATCH]))
+    return paused
+
+
+PAUSED_BATCH = 1000
+"""Threads asked about per query (``paused`` takes at most 1,000 ids)."""
 
 
 def _say_more(args: argparse.Namespace, more: bool) -> None:
