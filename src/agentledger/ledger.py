@@ -515,12 +515,13 @@ class AsyncLedger:
         that ran out, and a commit of unknown outcome (``CommitUnknownError``: ``fn``
         is never replayed blindly). A retryable error raised because the attempts ran
         out is logged as a warning on ``agentledger.retry``."""
-        return await spawn(
-            self.sync_ledger.run,
-            lambda uow: await_(fn(AsyncUnitOfWork(uow))),
-            retries=retries,
-            retry=retry,
-        )
+
+        def attempt(uow: UnitOfWork) -> R:
+            return await_(fn(AsyncUnitOfWork(uow)))
+
+        # The retry warnings name the caller's function, not this wrapper.
+        attempt.__qualname__ = getattr(fn, "__qualname__", "fn")
+        return await spawn(self.sync_ledger.run, attempt, retries=retries, retry=retry)
 
     async def __aenter__(self) -> AsyncLedger:
         return self

@@ -159,6 +159,23 @@ def test_a_run_that_gives_up_says_so_in_a_warning(caplog: pytest.LogCaptureFixtu
     assert "after 3 attempts: ConflictError: someone else wrote first" in last
 
 
+def test_an_async_runs_warnings_name_the_callers_function(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def add_a_note(_uow: Any) -> None:
+        raise ConflictError("someone else wrote first", reason="stale")
+
+    async def scenario() -> None:
+        async with AsyncLedger.in_memory(retry=RetryPolicy(attempts=2, **NO_WAIT)) as ledger:
+            with pytest.raises(ConflictError):
+                await ledger.run(add_a_note)
+
+    with caplog.at_level("WARNING", logger="agentledger.retry"):
+        asyncio.run(scenario())
+    messages = [r.getMessage() for r in caplog.records if r.name == "agentledger.retry"]
+    assert messages and all("ledger.run(" in m and "add_a_note)" in m for m in messages)
+
+
 def test_a_ledger_on_a_cluster_the_probe_found_takes_the_clusters_budget(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
