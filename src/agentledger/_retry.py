@@ -145,6 +145,17 @@ def transient_or_replayable(replay_safe: Callable[[], bool]) -> Callable[[BaseEx
     return retry_on
 
 
+LOST_CONNECTION_RETRIES = 1
+"""How many times the ledger runs one call again after its connection was lost before
+the COMMIT, whatever the retry budget: once, on a fresh connection (a disconnect
+empties the pool, so a connection the server dropped while it sat in the pool is not
+handed out again). Lost again, the database is unreachable, and the caller hears so
+at once: behind a balancer that is its cue to move to another node. (With a Galera
+node's budget of 30 attempts, writers on a killed node waited about 14 s for the
+error, as long as the node took to come back.) ``ledger.run`` still retries a lost
+unit of work on its whole budget: that retry is the caller's choice."""
+
+
 def is_lost_before_commit(error: BaseException, commit_sent: bool) -> bool:
     """A connection lost (or a server gone) before the transaction's COMMIT was sent:
     the server rolled the transaction back, so running it again is safe. After the

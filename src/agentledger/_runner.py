@@ -36,6 +36,7 @@ from ._concurrency import Waits
 from ._dialects import capabilities
 from ._probe import cluster_of, probe
 from ._retry import (
+    LOST_CONNECTION_RETRIES,
     RetryPolicy,
     is_lost_before_commit,
     retrying,
@@ -235,11 +236,11 @@ class LedgerRunner:
     ) -> R:
         """Run one repository operation in a fresh transaction of its own (on driver SQL
         when ``on_driver`` and this ledger takes it), again after a transient failure
-        (a deadlock, a lock refused at once, a stale statement cache) or a connection
-        lost before its COMMIT was sent (nothing of it was stored: a pooled connection
-        the server dropped, which the idle-only pre-ping let through), and after a
-        commit of unknown outcome only when the operation said its replay is harmless
-        (``Work.replay_safe``)."""
+        (a deadlock, a lock refused at once, a stale statement cache), once after a
+        connection lost before its COMMIT was sent (nothing of it was stored: a pooled
+        connection the server dropped, which the idle-only pre-ping let through;
+        ``LOST_CONNECTION_RETRIES``), and after a commit of unknown outcome only when
+        the operation said its replay is harmless (``Work.replay_safe``)."""
         refuse_if_open(self.key)
         if on_driver and self._takes_driver(writes):
             try:
@@ -265,8 +266,12 @@ class LedgerRunner:
             with transport(writes, snapshot, begun) as work:
                 return work.perform(writes, call)
 
+        lost = itertools.count(1)
+
         def lost_before_commit(error: BaseException) -> bool:
-            return bool(begun) and is_lost_before_commit(error, begun[0].commit_sent)
+            if not (begun and is_lost_before_commit(error, begun[0].commit_sent)):
+                return False
+            return next(lost) <= LOST_CONNECTION_RETRIES
 
         replayable = transient_or_replayable(lambda: bool(begun) and begun[0].replay_safe)
         return retrying(

@@ -6,12 +6,14 @@ the COMMIT, the loss shows only at the COMMIT, whose outcome the client cannot k
 
 from __future__ import annotations
 
+import logging
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
 
@@ -21,6 +23,7 @@ from agentledger import (
     DatabaseUnavailableError,
     Ledger,
     NewMessage,
+    RetryPolicy,
     migrations,
 )
 from agentledger.engine import pool as engine_pool
@@ -205,3 +208,35 @@ def test_a_connection_used_a_moment_ago_is_not_pinged(server: URL) -> None:
             uow.sessions.create("after")
         assert not ledger.sessions.exists("after")
     summary.add(f"{server.get_backend_name()} connections killed", killed=1)
+
+
+def closed_port() -> int:
+    """A port of 127.0.0.1 nothing listens on (connections to it are refused)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_a_call_whose_database_stops_answering_fails_after_one_retry_whatever_the_budget(
+    server: URL, caplog: pytest.LogCaptureFixture
+) -> None:
+    policy = RetryPolicy(attempts=30, base_delay=0.01, max_delay=0.01)
+    with Ledger(server, retry=policy) as ledger:
+        ledger.sessions.create("before")
+        port = closed_port()
+
+        @event.listens_for(ledger.engine, "do_connect")
+        def refused(dialect: Any, record: Any, args: Any, params: dict[str, Any]) -> None:
+            params.update(host="127.0.0.1", port=port)
+
+        ledger.engine.pool.dispose()  # the next call needs a new connection
+        with (
+            caplog.at_level(logging.WARNING, logger="agentledger.retry"),
+            pytest.raises(DatabaseUnavailableError) as raised,
+        ):
+            ledger.sessions.create("after")
+        assert raised.value.retryable
+        retries = [r for r in caplog.records if r.getMessage().startswith("retrying")]
+        assert len(retries) == 1
+        event.remove(ledger.engine, "do_connect", refused)
+        assert not ledger.sessions.exists("after")

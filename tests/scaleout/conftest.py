@@ -8,6 +8,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 import pytest
@@ -15,7 +16,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.pool import NullPool
 
-from agentledger import migrations
+from agentledger import Ledger, migrations
 
 from .. import private_standby
 from ..databases import IN_CI
@@ -50,6 +51,32 @@ def node_urls(cluster: galera.Galera) -> Iterator[list[URL]]:
         yield urls
     finally:
         _on_node(servers[0], f"DROP DATABASE IF EXISTS {name}")
+
+
+@pytest.fixture
+def ledgers(node_urls: list[URL]) -> Iterator[list[Ledger]]:
+    """A ledger per node, on a database migrated once (through node 1)."""
+    migrations.upgrade(node_urls[0])
+    opened = [Ledger(url) for url in node_urls]
+    try:
+        yield opened
+    finally:
+        for ledger in opened:
+            ledger.close()
+
+
+def read_on_each_node(node_urls: list[URL], sql: str) -> list[list[tuple[Any, ...]]]:
+    """``sql``'s rows on each node, once the node has applied every commit before it."""
+    answers = []
+    for url in node_urls:
+        engine = create_engine(url, poolclass=NullPool)
+        try:
+            with engine.connect() as connection:
+                connection.execute(text("SET SESSION wsrep_sync_wait = 15"))
+                answers.append([tuple(row) for row in connection.execute(text(sql))])
+        finally:
+            engine.dispose()
+    return answers
 
 
 def _on_node(url: URL, sql: str) -> None:

@@ -8,14 +8,13 @@ acknowledged on another."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import text
 from sqlalchemy.engine import URL
-from sqlalchemy.pool import NullPool
 
 from agentledger import (
     AsyncLedger,
@@ -24,27 +23,16 @@ from agentledger import (
     NewMessage,
     NewStep,
     TokenUsage,
-    migrations,
 )
 from agentledger.errors import AgentLedgerError
+
+from .conftest import read_on_each_node
 
 pytestmark = [pytest.mark.slow, pytest.mark.mysql]
 
 WRITERS = 8
 TURNS = 15
 TIMEOUT_S = 300
-
-
-@pytest.fixture
-def ledgers(node_urls: list[URL]) -> Iterator[list[Ledger]]:
-    """A ledger per node, on a database migrated once (through node 1)."""
-    migrations.upgrade(node_urls[0])
-    opened = [Ledger(url) for url in node_urls]
-    try:
-        yield opened
-    finally:
-        for ledger in opened:
-            ledger.close()
 
 
 def on_every_node(ledgers: list[Ledger], write: Callable[[Ledger, int, int], Any]) -> list[str]:
@@ -67,20 +55,6 @@ def on_every_node(ledgers: list[Ledger], write: Callable[[Ledger, int, int], Any
         for done in [pool.submit(writer, number) for number in range(WRITERS)]:
             done.result(timeout=TIMEOUT_S)
     return errors
-
-
-def read_on_each_node(node_urls: list[URL], sql: str) -> list[list[tuple[Any, ...]]]:
-    """``sql``'s rows on each node, once the node has applied every commit before it."""
-    answers = []
-    for url in node_urls:
-        engine = create_engine(url, poolclass=NullPool)
-        try:
-            with engine.connect() as connection:
-                connection.execute(text("SET SESSION wsrep_sync_wait = 15"))
-                answers.append([tuple(row) for row in connection.execute(text(sql))])
-        finally:
-            engine.dispose()
-    return answers
 
 
 def test_blind_appends_and_steps_from_every_node_never_conflict_and_all_are_stored(
