@@ -49,6 +49,12 @@ POSTGRES_ENV = "AGENTLEDGER_TEST_POSTGRES_URL"
 MYSQL_ENV = "AGENTLEDGER_TEST_MYSQL_URL"
 
 
+BUILDS_AGAINST = {
+    "mysqlclient": "it builds against libmariadb: apt-get install libmariadb-dev pkg-config"
+}
+"""What a driver needs installed beside it to build, said only in its own skip line."""
+
+
 @dataclass(frozen=True)
 class Backend:
     """One database x driver pair, with what it can take part in."""
@@ -87,6 +93,13 @@ class Backend:
             return importlib.util.find_spec(self.module or self.package) is not None
         except ImportError:
             return False
+
+    def missing(self) -> str:
+        """The skip reason when the driver is not installed, and how to install it."""
+        needs = BUILDS_AGAINST.get(str(self.package))
+        return f"the {self.package} driver is not installed: python3 dev.py setup drivers" + (
+            f" ({needs})" if needs else ""
+        )
 
     def url_for(self, base: URL, mode: str) -> URL:
         """``base`` with this backend's driver for ``mode``."""
@@ -133,6 +146,16 @@ BACKENDS: tuple[Backend, ...] = (
     ),
     Backend("mariadb-asyncmy", "mysql", None, "asyncmy", contract=False, package="asyncmy"),
 )
+
+
+def by_driver(dialect: str, driver: str) -> Backend:
+    """The backend of ``driver`` (SQLAlchemy's name: ``psycopg2``, ``asyncpg``...) on
+    ``dialect``."""
+    return next(
+        backend
+        for backend in BACKENDS
+        if backend.dialect == dialect and driver in (backend.sync_driver, backend.async_driver)
+    )
 
 
 def by_name(name: str) -> Backend:

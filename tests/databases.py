@@ -25,7 +25,7 @@ from agentledger import AsyncLedger, Ledger, migrations
 from agentledger.models import metadata
 
 from . import private_postgres
-from .backends import MYSQL_ENV, POSTGRES_ENV
+from .backends import MYSQL_ENV, POSTGRES_ENV, by_driver
 from .private_postgres import PrivatePostgres
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -283,3 +283,16 @@ def migrated_url(
     """A database of each dialect migrated to head, shared by one module's tests."""
     with scratch_database(request.param, str(tmp_path_factory.mktemp("migrated"))) as url:
         yield migrated(url)
+
+
+def driver_params(dialect: str, drivers: list[str]) -> list[Any]:
+    """``drivers`` of ``dialect`` (SQLAlchemy's names) as pytest params, each skipped
+    when it is not installed (a fresh clone has only agentledger's own drivers), saying
+    how to install it; under CI every driver is installed, and one missing fails."""
+    params = []
+    for driver in drivers:
+        backend = by_driver(dialect, driver)
+        missing = not IN_CI and not backend.installed()
+        marks = pytest.mark.skipif(missing, reason=backend.missing())
+        params.append(pytest.param(driver, id=driver, marks=marks))
+    return params

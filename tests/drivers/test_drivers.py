@@ -52,24 +52,10 @@ def _params() -> list[Any]:
     ]
 
 
-BUILDS_AGAINST = {
-    "mysqlclient": "it builds against libmariadb: apt-get install libmariadb-dev pkg-config"
-}
-"""What a driver needs installed beside it to build, said only in its own skip line."""
-
-
-def missing_driver(backend: Backend) -> str:
-    """The skip reason of a driver that is not installed, and how to install it."""
-    needs = BUILDS_AGAINST.get(str(backend.package))
-    return f"the {backend.package} driver is not installed: python3 dev.py setup drivers" + (
-        f" ({needs})" if needs else ""
-    )
-
-
 def _needs_driver(backend: Backend) -> None:
     if backend.installed():
         return
-    message = missing_driver(backend)
+    message = backend.missing()
     if IN_CI:
         pytest.fail(message, pytrace=False)
     pytest.skip(message)

@@ -1,10 +1,14 @@
 """The test backends' driver probe: a driver that is not installed is skipped, never an
-error, including one whose module lives in a package that is absent too."""
+error, including one whose module lives in a package that is absent too (off CI: under
+CI every driver is installed, and one missing fails)."""
 
 from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
+from .. import databases
 from ..backends import BACKENDS, Backend
 
 
@@ -27,3 +31,21 @@ def test_an_installed_driver_module_is_installed() -> None:
 
 def test_agentledgers_own_drivers_need_no_probe() -> None:
     assert _backend(None).installed()
+
+
+def test_a_driver_param_is_skipped_off_ci_when_its_driver_is_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(databases, "IN_CI", False)
+    monkeypatch.setattr(Backend, "installed", lambda self: self.package is None)
+    psycopg, pg8000 = databases.driver_params("postgresql", ["psycopg", "pg8000"])
+    assert not psycopg.marks[0].args[0]
+    assert pg8000.marks[0].args[0]
+    assert "python3 dev.py setup drivers" in pg8000.marks[0].kwargs["reason"]
+
+
+def test_under_ci_a_driver_param_is_never_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(databases, "IN_CI", True)
+    monkeypatch.setattr(Backend, "installed", lambda self: False)
+    (pg8000,) = databases.driver_params("postgresql", ["pg8000"])
+    assert not pg8000.marks[0].args[0]

@@ -24,7 +24,7 @@ from agentledger import AsyncLedger, Ledger, NewMessage, ReadOnlyDatabaseError, 
 from agentledger._translate import sqlstate
 from agentledger.testing.harness import SyncAdapter
 
-from ..databases import scratch_database
+from ..databases import driver_params, scratch_database
 
 pytestmark = pytest.mark.postgresql
 
@@ -87,7 +87,7 @@ def stored(url: URL, id: str) -> bool:
         return ledger.sessions.exists(id)
 
 
-@pytest.mark.parametrize("driver", DRIVERS)
+@pytest.mark.parametrize("driver", driver_params("postgresql", DRIVERS))
 def test_a_write_a_read_only_server_refuses_is_a_read_only_database_error(
     postgres: URL, driver: str
 ) -> None:
@@ -102,7 +102,7 @@ def test_a_write_a_read_only_server_refuses_is_a_read_only_database_error(
     assert not stored(postgres, id)
 
 
-@pytest.mark.parametrize("driver", DRIVERS)
+@pytest.mark.parametrize("driver", driver_params("postgresql", DRIVERS))
 def test_after_a_read_only_unit_of_work_the_server_still_decides_the_next_transactions_mode(
     postgres: URL, driver: str
 ) -> None:
@@ -121,7 +121,7 @@ def test_after_a_read_only_unit_of_work_the_server_still_decides_the_next_transa
     assert not stored(postgres, id)
 
 
-@pytest.mark.parametrize("driver", DRIVERS)
+@pytest.mark.parametrize("driver", driver_params("postgresql", DRIVERS))
 def test_after_a_snapshot_read_a_write_is_refused_as_before_it(postgres: URL, driver: str) -> None:
     id = f"after-snapshot-{uuid.uuid4().hex[:8]}"
 
@@ -135,7 +135,7 @@ def test_after_a_snapshot_read_a_write_is_refused_as_before_it(postgres: URL, dr
     assert not stored(postgres, id)
 
 
-@pytest.mark.parametrize("driver", DRIVERS)
+@pytest.mark.parametrize("driver", driver_params("postgresql", DRIVERS))
 def test_a_read_only_unit_of_work_is_read_only_on_the_server_and_only_it(
     postgres: URL, driver: str
 ) -> None:

@@ -28,6 +28,7 @@ from agentledger import (
 from agentledger._translate import sqlstate
 from agentledger.testing.harness import SyncAdapter
 
+from ..databases import driver_params
 from .conftest import Standby
 
 pytestmark = pytest.mark.slow
@@ -72,7 +73,7 @@ def run(url: URL, driver: str, scenario: Callable[[Any], Awaitable[Any]]) -> Any
     return asyncio.run(opened())
 
 
-@pytest.mark.parametrize("driver", DRIVERS)
+@pytest.mark.parametrize("driver", driver_params("postgresql", DRIVERS))
 def test_after_a_read_only_unit_of_work_units_of_work_and_run_still_read_on_a_standby(
     on_standby: URL, driver: str
 ) -> None:
@@ -92,7 +93,7 @@ def test_after_a_read_only_unit_of_work_units_of_work_and_run_still_read_on_a_st
     run(on_standby, driver, scenario)
 
 
-@pytest.mark.parametrize("driver", DRIVERS)
+@pytest.mark.parametrize("driver", driver_params("postgresql", DRIVERS))
 def test_a_write_on_a_standby_is_a_read_only_database_error(on_standby: URL, driver: str) -> None:
     async def scenario(ledger: Any) -> None:
         with pytest.raises(ReadOnlyDatabaseError) as raised:
@@ -115,7 +116,7 @@ def begins_read_write(url: URL, driver: str) -> Engine:
     return engine
 
 
-@pytest.mark.parametrize("driver", ["psycopg", "psycopg2"])
+@pytest.mark.parametrize("driver", driver_params("postgresql", ["psycopg", "psycopg2"]))
 def test_a_transaction_begun_read_write_on_a_standby_is_a_read_only_database_error(
     on_standby: URL, driver: str
 ) -> None:

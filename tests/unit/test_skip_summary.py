@@ -7,7 +7,6 @@ import pytest
 
 from ..backends import BACKENDS
 from ..conftest import skip_summary
-from ..drivers.test_drivers import missing_driver
 
 
 def _skipped(nodeid: str, reason: str) -> pytest.TestReport:
@@ -48,15 +47,15 @@ def test_a_missing_driver_says_to_run_dev_py_setup_drivers() -> None:
     assert drivers
     for backend in drivers:
         assert f"the {backend.package} driver is not installed: python3 dev.py setup drivers" in (
-            missing_driver(backend)
+            backend.missing()
         )
-        assert "pip install" not in missing_driver(backend)
+        assert "pip install" not in backend.missing()
 
 
 def test_only_mysqlclient_s_line_names_libmariadb() -> None:
     named = {
         backend.package
         for backend in BACKENDS
-        if backend.package is not None and "libmariadb" in missing_driver(backend)
+        if backend.package is not None and "libmariadb" in backend.missing()
     }
     assert named == {"mysqlclient"}
