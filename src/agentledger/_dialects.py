@@ -82,8 +82,9 @@ class Capabilities:
     two, the second with an expanding IN list that is compiled anew for each length."""
     single_file: bool
     """A database that is one local file (SQLite): its free pages are given back only
-    by VACUUM, and its migrations rebuild tables in batch mode, which needs a live
-    database (no offline SQL) and one transaction with foreign keys off."""
+    by VACUUM, its migrations rebuild tables in batch mode, which needs a live
+    database (no offline SQL) and one transaction with foreign keys off, and it has
+    no server replicas a ledger could read from (``readers=`` is refused)."""
     retry_attempts: int
     """How many attempts a ledger given no ``RetryPolicy`` makes of a call that fails
     transiently (``RetryPolicy.attempts``). One server aborts a transaction to keep

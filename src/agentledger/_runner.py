@@ -11,6 +11,11 @@ opens a transaction on one of two transports, runs the operation in it under
   the engine can take it. An operation that reaches for what only SQLAlchemy has
   (``_driver.Fallback``) rolls back and runs again on SQLAlchemy's transport.
 
+On a ledger with read replicas (``readers=``), a read runs on the next reader
+(``engine.readers``) on SQLAlchemy's transport, unless its caller asks for the primary
+(``from_reader=False``: the ledger's ``primary`` face, units of work, writes); a reader
+that cannot be reached rests and the read runs on the next reader, else the primary.
+
 The runner also holds what every call needs first: readiness (the schema check and the
 capability probe at first use) and the guard that refuses a ledger-level call inside
 an open unit of work of the same task, which would wait on that unit's own lock.
@@ -26,6 +31,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from functools import partial
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine
@@ -52,9 +58,11 @@ from .engine import (
     read_only_options,
     repair_aiomysql_bytes,
 )
+from .engine.readers import Reader, Readers
 from .errors import (
     AgentLedgerError,
     DatabaseError,
+    DatabaseUnavailableError,
     ReadOnlyDatabaseError,
     UsageError,
     ValidationError,
@@ -86,8 +94,11 @@ class LedgerRunner:
         session_factory: SessionFactory,
         driver_sql: bool,
         retry: RetryPolicy | None = None,
+        readers: Readers | None = None,
     ) -> None:
         self._engines = engines
+        self.readers = readers or Readers([])
+        """The read replicas ledger-level reads go to (none: every read on the primary)."""
         self.settings = settings
         """The configuration every transaction of this ledger shares."""
         self.waits = waits
@@ -145,6 +156,34 @@ class LedgerRunner:
             self._binds_of.clear()  # made again with the read options just learned
             self.ready = True
 
+    def _readers_for(self, *, writes: bool, from_reader: bool) -> Iterator[Reader]:
+        """The readers a read may try, in turn, each until one answers (a reader that
+        cannot be reached is put to rest and skipped); none for a write, a read asked of
+        the primary, or a ledger without readers. The primary is checked first, so a
+        reader's error is its own."""
+        if writes or not from_reader or not self.readers:
+            return
+        self.ensure_ready()
+        while (reader := self.readers.next()) is not None:
+            yield reader
+
+    def _check_reader(self, reader: Reader) -> None:
+        """A reader's first read: agentledger's schema must be at the revision this
+        version needs (a replica that has not replayed an upgrade yet is refused, as the
+        primary would be)."""
+        self.ensure_ready()
+        if reader.checked:
+            return
+        with self._ready_lock:
+            if reader.checked:
+                return
+            engine = reader.engines()
+            with translated(engine.url), engine.connect() as connection:
+                migrations.check(connection, schema=self.settings.schema)
+                if connection.in_transaction():
+                    connection.rollback()
+            reader.checked = True
+
     def _prepare(self, connection: Connection) -> None:
         if not connection.dialect.supports_sane_rowcount:
             raise DatabaseError(
@@ -170,9 +209,10 @@ class LedgerRunner:
         event loop's, ``engine.loops``)."""
         return self._engines()
 
-    def _binds(self) -> dict[str, Engine]:
-        """The engine with the options of owned write, read and snapshot transactions."""
-        engine = self.engine
+    def _binds(self, engine: Engine | None = None) -> dict[str, Engine]:
+        """``engine`` (default: the primary's) with the options of owned write, read and
+        snapshot transactions."""
+        engine = engine or self.engine
         found = self._binds_of.get(engine)
         if found is None:
             found = self._binds_of[engine] = self._binds_for(engine)
@@ -197,11 +237,13 @@ class LedgerRunner:
         join: Connection | Session | None = None,
         session_factory: SessionFactory | None = None,
         snapshot: bool = False,
+        engine: Engine | None = None,
     ) -> Work:
         """A transaction, not begun yet. A unit of work's Session comes from the ledger's
         session factory (the async API puts an AsyncSession in front of it); a single
         operation's is a plain Session. ``snapshot``: a read-only transaction that sees
-        one consistent snapshot."""
+        one consistent snapshot. ``engine``: a reader's, for a read (default: the
+        primary's)."""
         self.ensure_ready()
         if writes and join is None and is_read_only(self.settings.url):
             raise ReadOnlyDatabaseError(
@@ -212,7 +254,7 @@ class LedgerRunner:
         make_session = session_factory or self._session_factory
         options: dict[str, Any] = {"expire_on_commit": False, "autoflush": False}
         if join is None:
-            bind = self._binds()["write" if writes else "snapshot" if snapshot else "read"]
+            bind = self._binds(engine)["write" if writes else "snapshot" if snapshot else "read"]
             session = make_session(bind=bind, **options)
             return Work(session, self.settings, writes=writes, joined=False, snapshot=snapshot)
         if isinstance(join, Session):
@@ -233,6 +275,8 @@ class LedgerRunner:
         call: Callable[[Work], R],
         snapshot: bool = False,
         on_driver: bool = False,
+        *,
+        from_reader: bool = True,
     ) -> R:
         """Run one repository operation in a fresh transaction of its own (on driver SQL
         when ``on_driver`` and this ledger takes it), again after a transient failure
@@ -240,8 +284,16 @@ class LedgerRunner:
         connection lost before its COMMIT was sent (nothing of it was stored: a pooled
         connection the server dropped, which the idle-only pre-ping let through;
         ``LOST_CONNECTION_RETRIES``), and after a commit of unknown outcome only when
-        the operation said its replay is harmless (``Work.replay_safe``)."""
+        the operation said its replay is harmless (``Work.replay_safe``). A read runs on
+        a reader when the ledger has one and ``from_reader``."""
         refuse_if_open(self.key)
+        for reader in self._readers_for(writes=writes, from_reader=from_reader):
+            try:
+                self._check_reader(reader)
+                on_reader = partial(self._session_transaction, engine=reader.engines())
+                return self._retried(on_reader, writes, snapshot, call)
+            except DatabaseUnavailableError as error:
+                self.readers.rest(reader, error, mask(reader.engines.main.url))
         if on_driver and self._takes_driver(writes):
             try:
                 return self._retried(self._driver_transaction, writes, snapshot, call)
@@ -284,10 +336,13 @@ class LedgerRunner:
 
     @contextmanager
     def _session_transaction(
-        self, writes: bool, snapshot: bool, begun: list[Work]
+        self, writes: bool, snapshot: bool, begun: list[Work], engine: Engine | None = None
     ) -> Iterator[Work]:
-        """SQLAlchemy's transport: a plain ORM Session's transaction."""
-        work = self.new_work(writes=writes, snapshot=snapshot, session_factory=Session)
+        """SQLAlchemy's transport: a plain ORM Session's transaction (on ``engine``, a
+        reader's, else the primary's)."""
+        work = self.new_work(
+            writes=writes, snapshot=snapshot, session_factory=Session, engine=engine
+        )
         work.one_operation = True
         begun.append(work)
         with work:
@@ -325,12 +380,36 @@ class LedgerRunner:
                 work.commit_sent = writes and driver.commit_sent
 
     @contextmanager
-    def transaction(self, *, writes: bool, snapshot: bool = False) -> Iterator[Work]:
+    def transaction(
+        self, *, writes: bool, snapshot: bool = False, from_reader: bool = True
+    ) -> Iterator[Work]:
         """A fresh transaction for the ledger's own parts (export, import, purge), which
         bind the repositories they need to it; ``snapshot``: a read that sees one
-        snapshot however long it lasts."""
+        snapshot however long it lasts. A read runs on a reader when the ledger has one
+        and ``from_reader``, begun there before the block runs (a reader that cannot
+        be reached rests and the next reader, else the primary, takes the read)."""
         refuse_if_open(self.key)
-        with self.new_work(writes=writes, snapshot=snapshot, session_factory=Session) as work:
+        work = None
+        for reader in self._readers_for(writes=writes, from_reader=from_reader):
+            try:
+                self._check_reader(reader)
+                work = self.new_work(
+                    writes=False,
+                    snapshot=snapshot,
+                    session_factory=Session,
+                    engine=reader.engines(),
+                )
+                with translated(self.settings.url):
+                    work.session.connection()  # reached now, or another takes the read
+                break
+            except DatabaseUnavailableError as error:
+                if work is not None:
+                    work.session.close()
+                work = None
+                self.readers.rest(reader, error, mask(reader.engines.main.url))
+        if work is None:
+            work = self.new_work(writes=writes, snapshot=snapshot, session_factory=Session)
+        with work:
             yield work
 
     @contextmanager
@@ -349,6 +428,7 @@ class LedgerRunner:
             return
         self.closed = True
         self._engines.dispose()
+        self.readers.dispose()
         if self.memory is not None:
             self.memory.close()
 
@@ -356,6 +436,27 @@ class LedgerRunner:
         """In a child after ``os.fork()``: let go of the parent's pooled connections
         without closing them (the parent still uses them); the child opens its own."""
         self._engines.forget_connections()
+        self.readers.forget_connections()
+
+
+class PrimaryReads:
+    """A runner's reads on the primary (the scope of ``Ledger.primary``'s repositories):
+    for a caller that must see its own writes."""
+
+    def __init__(self, runner: LedgerRunner) -> None:
+        self._runner = runner
+        self.settings = runner.settings
+
+    def perform(
+        self,
+        writes: bool,
+        call: Callable[[Work], R],
+        snapshot: bool = False,
+        on_driver: bool = False,
+        /,
+    ) -> R:
+        """``LedgerRunner.perform`` on the primary."""
+        return self._runner.perform(writes, call, snapshot, on_driver, from_reader=False)
 
 
 _RUNNERS: weakref.WeakSet[LedgerRunner] = weakref.WeakSet()

@@ -19,7 +19,7 @@ write lock across awaits, and threads waiting on it would starve the pool.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
 from typing import Any, TypeVar
 
@@ -41,9 +41,10 @@ from ._concurrency import (
     in_greenlet,
     spawn,
 )
+from ._dialects import capabilities
 from ._json import Limits
 from ._retry import RetryPolicy, checked_policy, policy_of_run, retrying, should_retry
-from ._runner import LedgerRunner, marked_open, refuse_if_open
+from ._runner import LedgerRunner, PrimaryReads, marked_open, refuse_if_open
 from .clock import Clock, system_clock
 from .engine import (
     DEFAULT_LOCK_TIMEOUT_S,
@@ -57,6 +58,7 @@ from .engine import (
     create_sync_engine,
     validate_schema,
 )
+from .engine.readers import Readers, check_replica
 from .environment import MAX_TIMEOUT_S
 from .errors import ValidationError
 from .langgraph_records import LANGGRAPH_APP_NAME
@@ -78,7 +80,7 @@ from .repositories import (
     StepRepository,
     UserStateRepository,
 )
-from .repositories._base import Settings, Work
+from .repositories._base import Scope, Settings, Work
 from .retention import AsyncRetention, Retention
 from .transfer import AsyncTransfer, Transfer
 from .uow import ASYNC_SESSION_KEY, AsyncUnitOfWork, UnitOfWork
@@ -129,6 +131,14 @@ class Ledger:
             another acknowledged. ``False`` reads what the node has applied (a little
             faster; a record read stale is still caught as a conflict). No effect on
             one server, or with ``engine=``.
+        readers: read replicas (URLs or Engines) of the primary, PostgreSQL hot
+            standbys or Galera nodes: ledger-level reads (gets, listings,
+            conversations, usage, export) go to them in turn, a read at a time; writes,
+            units of work and ``run`` stay on the primary. A replica may lag: read
+            through ``ledger.primary`` where a caller must see its own write (the
+            framework stores do). A reader that cannot be reached is skipped for a
+            few seconds, its reads going to the others or to the primary. A URL's
+            engine is made like the primary's (``engine_options``, timeouts).
     """
 
     def __init__(
@@ -145,9 +155,11 @@ class Ledger:
         engine_options: Mapping[str, Any] | None = None,
         retry: RetryPolicy | None = None,
         read_your_writes: bool = True,
+        readers: Sequence[str | URL | Engine] | None = None,
         _memory: MemoryDatabase | None = None,
     ) -> None:
         _check_options(url, engine, clock, limits, driver_sql, read_your_writes)
+        replicas = _checked_readers(readers, Engine)
         policy = checked_policy(retry)
         options = _checked_engine_options(engine, engine_options)
         timeouts = _checked_timeouts(engine, lock_timeout, statement_timeout)
@@ -165,6 +177,16 @@ class Ledger:
         else:
             check_supported(engine)
             owns_engine = False
+        reader_engines = []
+        for reader in _no_readers_on_sqlite(engine, replicas):
+            if isinstance(reader, Engine):
+                check_supported(reader)
+                reader_engines.append(OneEngine(reader, owned=False))
+            else:
+                made = _created(create_sync_engine, reader, options)
+                configure_timeouts(made, **timeouts)
+                reader_engines.append(OneEngine(made, owned=True))
+            check_replica(engine, reader_engines[-1].main, len(reader_engines) - 1)
         self._setup(
             LedgerRunner(
                 OneEngine(engine, owned=owns_engine),
@@ -175,35 +197,42 @@ class Ledger:
                 session_factory=Session,
                 driver_sql=driver_sql,
                 retry=policy,
+                readers=Readers(reader_engines),
             )
         )
 
     @classmethod
-    def _on_runner(cls, runner: LedgerRunner) -> Ledger:
-        """A ledger on ``runner``: how ``AsyncLedger`` builds the sync ledger behind it."""
+    def _on_runner(cls, runner: LedgerRunner, *, from_readers: bool = True) -> Ledger:
+        """A ledger on ``runner``: how ``AsyncLedger`` builds the sync ledger behind it,
+        and ``primary`` a ledger's face on the primary (``from_readers=False``)."""
         ledger = cls.__new__(cls)
-        ledger._setup(runner)
+        ledger._setup(runner, from_readers=from_readers)
         return ledger
 
-    def _setup(self, runner: LedgerRunner) -> None:
+    def _setup(self, runner: LedgerRunner, *, from_readers: bool = True) -> None:
         self._runner = runner
         """Runs each ledger-level call in a fresh, retried transaction (``_runner``)."""
+        self._from_readers = from_readers and bool(runner.readers)
+        scope: Scope = runner if self._from_readers else PrimaryReads(runner)
+        self._scope = scope
+        """Where the repositories' operations run: the runner, or its primary's face."""
+        self._primary: Ledger | None = None if self._from_readers else self
         self.settings = runner.settings
         """The configuration every transaction of this ledger shares."""
         self._waits: Waits = runner.waits
-        self.sessions = SessionRepository(runner)
+        self.sessions = SessionRepository(scope)
         """Session operations, each in its own transaction."""
-        self.messages = MessageRepository(runner)
+        self.messages = MessageRepository(scope)
         """Message operations, each in its own transaction."""
-        self.steps = StepRepository(runner)
+        self.steps = StepRepository(scope)
         """Step operations, each in its own transaction."""
-        self.grants = GrantRepository(runner)
+        self.grants = GrantRepository(scope)
         """Grant operations, each in its own transaction."""
-        self.checkpoints = CheckpointRepository(runner)
+        self.checkpoints = CheckpointRepository(scope)
         """Checkpoint operations, each in its own transaction."""
-        self.app_state = AppStateRepository(runner)
+        self.app_state = AppStateRepository(scope)
         """App state operations (state shared by an application's sessions)."""
-        self.user_state = UserStateRepository(runner)
+        self.user_state = UserStateRepository(scope)
         """User state operations (state shared by one user's sessions of an application)."""
         self.transfer = Transfer(self)
         """Export to JSON Lines, import, and copy to another ledger."""
@@ -226,8 +255,18 @@ class Ledger:
 
     @property
     def engine(self) -> Engine:
-        """The Engine this ledger runs on."""
+        """The Engine this ledger runs on (its primary's)."""
         return self._runner.engine
+
+    @property
+    def primary(self) -> Ledger:
+        """This ledger with every read on the primary, for a caller that must see its
+        own writes (``ledger.primary.messages.all(id)`` right after an append): the
+        same engines, units of work and ``close``. The ledger itself when it has no
+        readers."""
+        if self._primary is None:
+            self._primary = Ledger._on_runner(self._runner, from_readers=False)
+        return self._primary
 
     def langgraph(
         self, *, app_name: str | None = LANGGRAPH_APP_NAME, user_id: str | None = None
@@ -235,7 +274,7 @@ class Ledger:
         """LangGraph's checkpoints of the threads of one scope (``app_name``,
         ``user_id``: the scope of their sessions' keys), each operation in its own
         transaction: the store under ``agentledger.integrations.langgraph``'s savers."""
-        return LangGraphRepository(self._runner, app_name=app_name, user_id=user_id)
+        return LangGraphRepository(self._scope, app_name=app_name, user_id=user_id)
 
     def upgrade(self, revision: str = "head") -> None:
         """Apply agentledger's migrations up to ``revision``."""
@@ -257,7 +296,9 @@ class Ledger:
 
     def _transaction(self, *, writes: bool, snapshot: bool = False) -> AbstractContextManager[Work]:
         """A fresh transaction for export, import and purge (``LedgerRunner.transaction``)."""
-        return self._runner.transaction(writes=writes, snapshot=snapshot)
+        return self._runner.transaction(
+            writes=writes, snapshot=snapshot, from_reader=self._from_readers
+        )
 
     def _connection(self) -> AbstractContextManager[Connection]:
         """A connection outside any transaction (``LedgerRunner.connection``)."""
@@ -357,6 +398,14 @@ class AsyncLedger:
             another acknowledged. ``False`` reads what the node has applied (a little
             faster; a record read stale is still caught as a conflict). No effect on
             one server, or with ``engine=``.
+        readers: read replicas (URLs or AsyncEngines) of the primary, PostgreSQL hot
+            standbys or Galera nodes: ledger-level reads (gets, listings,
+            conversations, usage, export) go to them in turn, a read at a time; writes,
+            units of work and ``run`` stay on the primary. A replica may lag: read
+            through ``ledger.primary`` where a caller must see its own write (the
+            framework stores do). A reader that cannot be reached is skipped for a
+            few seconds, its reads going to the others or to the primary. A URL's
+            engine is made like the primary's (``engine_options``, timeouts).
     """
 
     def __init__(
@@ -373,9 +422,11 @@ class AsyncLedger:
         engine_options: Mapping[str, Any] | None = None,
         retry: RetryPolicy | None = None,
         read_your_writes: bool = True,
+        readers: Sequence[str | URL | AsyncEngine] | None = None,
         _memory: MemoryDatabase | None = None,
     ) -> None:
         _check_options(url, engine, clock, limits, driver_sql, read_your_writes)
+        replicas = _checked_readers(readers, AsyncEngine)
         policy = checked_policy(retry)
         options = _checked_engine_options(engine, engine_options)
         timeouts = _checked_timeouts(engine, lock_timeout, statement_timeout)
@@ -389,12 +440,7 @@ class AsyncLedger:
         twin = None
         make: Callable[[], AsyncEngine] | None = None
         if engine is None:
-
-            def make() -> AsyncEngine:
-                made = _created(create_async_engine_for, url, options)
-                configure_timeouts(made.sync_engine, **timeouts)
-                return made
-
+            make = _async_engine_maker(url, options, timeouts)
             self._engine = make()
             twin = None if _memory is not None else create_sqlite_twin(self._engine)
             if twin is not None:
@@ -402,6 +448,17 @@ class AsyncLedger:
         else:
             check_supported(engine.sync_engine)
             self._engine = engine
+        reader_engines = []
+        for reader in _no_readers_on_sqlite(self._engine.sync_engine, replicas):
+            if isinstance(reader, AsyncEngine):
+                check_supported(reader.sync_engine)
+                reader_engines.append(EnginePerLoop(reader, make=None))
+            else:
+                make_reader = _async_engine_maker(reader, options, timeouts)
+                reader_engines.append(EnginePerLoop(make_reader(), make=make_reader))
+            check_replica(
+                self._engine.sync_engine, reader_engines[-1].main, len(reader_engines) - 1
+            )
         settings = _settings(self._engine.sync_engine, schema, clock, limits)
         proxied = Ledger._on_runner(
             LedgerRunner(
@@ -413,18 +470,13 @@ class AsyncLedger:
                 session_factory=_session_behind_async_session,
                 driver_sql=driver_sql,
                 retry=policy,
+                readers=Readers(reader_engines),
             )
         )
-        self.sync_ledger = proxied
-        """The sync ledger on this engine's ``sync_engine``: units of work, ``run``,
-        transfer and retention are handed to it (and, without a twin, every call)."""
-        self.settings = settings
-        """The configuration every transaction of this ledger shares."""
         self._twin: Ledger | None = None
         self._hop: ThreadHop | None = None
-        calls, run = proxied, in_greenlet
         if twin is not None:
-            calls = self._twin = Ledger._on_runner(
+            self._twin = Ledger._on_runner(
                 LedgerRunner(
                     OneEngine(twin, owned=True),
                     settings,
@@ -436,9 +488,18 @@ class AsyncLedger:
                     retry=policy,
                 )
             )
-            run = self._hop = ThreadHop(
-                self._before_hop, workers=TWIN_THREADS, name="agentledger-sqlite"
-            )
+            self._hop = ThreadHop(self._before_hop, workers=TWIN_THREADS, name="agentledger-sqlite")
+        self._face(proxied)
+
+    def _face(self, proxied: Ledger) -> None:
+        """The async repositories in front of ``proxied``'s, or of the SQLite twin's."""
+        self.sync_ledger = proxied
+        """The sync ledger on this engine's ``sync_engine``: units of work, ``run``,
+        transfer and retention are handed to it (and, without a twin, every call)."""
+        self.settings = proxied.settings
+        """The configuration every transaction of this ledger shares."""
+        self._primary: AsyncLedger | None = self if proxied.primary is proxied else None
+        calls, run = self._ledger_calls()
         self.sessions = AsyncSessionRepository(calls.sessions, run)
         """Session operations, each in its own transaction."""
         self.messages = AsyncMessageRepository(calls.messages, run)
@@ -474,8 +535,21 @@ class AsyncLedger:
 
     @property
     def engine(self) -> AsyncEngine:
-        """The AsyncEngine this ledger runs on."""
+        """The AsyncEngine this ledger runs on (its primary's)."""
         return self._engine
+
+    @property
+    def primary(self) -> AsyncLedger:
+        """This ledger with every read on the primary, for a caller that must see its
+        own writes (``await ledger.primary.messages.all(id)`` right after an append):
+        the same engines, units of work and ``close``. The ledger itself when it has no
+        readers."""
+        if self._primary is None:
+            face = AsyncLedger.__new__(AsyncLedger)
+            face._engine, face._twin, face._hop = self._engine, None, None
+            face._face(self.sync_ledger.primary)
+            self._primary = face
+        return self._primary
 
     def langgraph(
         self, *, app_name: str | None = LANGGRAPH_APP_NAME, user_id: str | None = None
@@ -607,6 +681,60 @@ def _checked_engine_options(engine: object, options: object) -> dict[str, Any]:
 
 
 E = TypeVar("E")
+
+
+def _async_engine_maker(
+    url: str | URL | None, options: dict[str, Any], timeouts: dict[str, Any]
+) -> Callable[[], AsyncEngine]:
+    """Makes the AsyncEngines of an async ledger's database: the first, and one per
+    further event loop (``EnginePerLoop``), each with the ledger's timeouts."""
+
+    def make() -> AsyncEngine:
+        made = _created(create_async_engine_for, url, options)
+        configure_timeouts(made.sync_engine, **timeouts)
+        return made
+
+    return make
+
+
+def _checked_readers(readers: object, engine_type: type) -> list[Any]:
+    """``readers`` as a list of URLs and engines of ``engine_type``; refused when not a
+    list of them (a lone URL string is refused rather than read letter by letter)."""
+    if readers is None:
+        return []
+    kind = engine_type.__name__
+    if isinstance(readers, str | URL | Engine | AsyncEngine) or not isinstance(
+        readers, list | tuple
+    ):
+        raise ValidationError(
+            f"readers must be a list of database URLs or {kind}s, got {readers!r}",
+            path="readers",
+        )
+    for index, reader in enumerate(readers):
+        if not isinstance(reader, str | URL | engine_type):
+            other = "Ledger" if engine_type is AsyncEngine else "AsyncLedger"
+            hint = (
+                f" (an {type(reader).__name__} belongs to {other})"
+                if isinstance(reader, Engine | AsyncEngine)
+                else ""
+            )
+            raise ValidationError(
+                f"readers[{index}] must be a database URL or an {kind}, got "
+                f"{type(reader).__name__}{hint}",
+                path=f"readers[{index}]",
+            )
+    return list(readers)
+
+
+def _no_readers_on_sqlite(engine: Engine, readers: list[Any]) -> list[Any]:
+    """``readers``, refused on SQLite, whose file has no replicas to read from."""
+    if readers and capabilities(engine.dialect).single_file:
+        raise ValidationError(
+            "readers= are replicas of a database server (PostgreSQL standbys, Galera or "
+            "MariaDB/MySQL replicas); a SQLite file has none",
+            path="readers",
+        )
+    return readers
 
 
 def _created(create: Callable[..., E], url: str | URL | None, options: dict[str, Any]) -> E:

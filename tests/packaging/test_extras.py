@@ -6,7 +6,6 @@ every extra at once, so it would hide a dependency an extra forgot."""
 from __future__ import annotations
 
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ import pytest
 from agentledger.cli.ui import UI_PACKAGES
 
 from ..databases import scratch_database
+from ..ports import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -133,12 +133,6 @@ def test_the_viewers_package_check_names_every_module_of_the_ui_extra() -> None:
 def fetch(address: str, data: bytes | None = None) -> str:
     with urllib.request.urlopen(address, data=data, timeout=30) as response:
         return str(response.read().decode())
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @contextmanager

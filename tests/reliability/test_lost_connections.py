@@ -7,7 +7,6 @@ the COMMIT, the loss shows only at the COMMIT, whose outcome the client cannot k
 from __future__ import annotations
 
 import logging
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from agentledger import (
 from agentledger.engine import pool as engine_pool
 
 from ..databases import scratch_database
+from ..ports import free_port
 from . import summary
 
 SERVERS = [
@@ -210,20 +210,13 @@ def test_a_connection_used_a_moment_ago_is_not_pinged(server: URL) -> None:
     summary.add(f"{server.get_backend_name()} connections killed", killed=1)
 
 
-def closed_port() -> int:
-    """A port of 127.0.0.1 nothing listens on (connections to it are refused)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def test_a_call_whose_database_stops_answering_fails_after_one_retry_whatever_the_budget(
     server: URL, caplog: pytest.LogCaptureFixture
 ) -> None:
     policy = RetryPolicy(attempts=30, base_delay=0.01, max_delay=0.01)
     with Ledger(server, retry=policy) as ledger:
         ledger.sessions.create("before")
-        port = closed_port()
+        port = free_port()
 
         @event.listens_for(ledger.engine, "do_connect")
         def refused(dialect: Any, record: Any, args: Any, params: dict[str, Any]) -> None:

@@ -22,17 +22,12 @@ from agentledger import AsyncLedger, ConflictError, Ledger, migrations
 from agentledger.engine import pgbouncer_engine_options
 
 from ..databases import IN_CI, scratch_database
+from ..ports import free_port
 from . import summary
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.slow]  # starts pgbouncer
 WRITERS, ROUNDS = 8, 25
 PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from itertools import pairwise
 import pytest
 from sqlalchemy.engine import URL
 
-from agentledger import Ledger, NewMessage
+from agentledger import Ledger, NewMessage, migrations
 from agentledger.errors import AgentLedgerError, DatabaseUnavailableError
 
 from .conftest import read_on_each_node
@@ -38,6 +38,8 @@ BEFORE_KILL_S = 2.0
 DOWN_S = 5.0
 """How long the node stays dead before its restart begins."""
 AFTER_REJOIN_S = 2.0
+AFTER_EVICTION_S = 3.0
+"""How long a writer on a host list goes on after the cluster evicted the dead node."""
 PAUSE_S = 0.01
 """A writer's pause between appends: an agent's turn is not a tight loop. (Without it,
 the six writers on the two surviving nodes, all on one session row, once made a blind
@@ -167,3 +169,56 @@ def test_a_node_killed_and_restarted_mid_run_loses_and_duplicates_nothing(
     for rows in read_on_each_node(node_urls, "SELECT seq, external_key FROM agentledger_messages"):
         assert sorted(seq for seq, _ in rows) == list(range(1, len(acked) + 1))
         assert sorted(key for _, key in rows) == sorted(acked)
+
+
+def host_list(node_urls: list[URL], first: int) -> URL:
+    """One URL listing every node (``?host=...&host=...``), node ``first`` (0-based)
+    first: the ledger connects to the first that answers."""
+    ordered = node_urls[first:] + node_urls[:first]
+    hosts = tuple(f"{url.host}:{url.port}" for url in ordered)
+    return node_urls[0]._replace(host=None, port=None).set(query={"host": hosts})
+
+
+def test_a_ledger_on_a_host_list_keeps_writing_when_its_node_dies(
+    cluster: Galera, node_urls: list[URL], restarts_killed_node: None
+) -> None:
+    migrations.upgrade(node_urls[0])
+    with Ledger(host_list(node_urls, first=KILLED - 1)) as ledger:
+        ledger.sessions.create("shared")
+        writer = Writer(node=0)
+        moments: dict[str, float] = {}
+
+        def kill() -> None:
+            time.sleep(BEFORE_KILL_S)
+            moments["kill"] = time.monotonic()
+            assert cluster.command(f"kill {KILLED}")["states"][KILLED - 1] == "down"
+            time.sleep(DOWN_S + AFTER_EVICTION_S)  # the survivors stall ~5 s, then go on
+            moments["end"] = time.monotonic()
+
+        stop = threading.Event()
+        with ThreadPoolExecutor(1) as pool:
+            running = pool.submit(write_until, stop, [ledger], writer, "w")
+            try:
+                kill()
+            finally:
+                stop.set()
+                running.result(timeout=TIMEOUT_S)
+        with ledger.engine.connect() as connection:
+            port = connection.exec_driver_sql("SELECT @@port").scalar()
+
+    before = [at for at, _ in writer.acks if at < moments["kill"]]
+    after = [at for at, _ in writer.acks if at > moments["kill"]]
+    stall = longest_stall([writer], {0}, moments["kill"], moments["end"])
+    print(
+        f"{len(writer.acked)} appends acknowledged ({len(after)} after the kill), the "
+        f"longest stall {stall:.1f} s; errors the caller saw: "
+        f"{[type(error).__name__ for error in writer.errors]}"
+    )
+    assert before, "the writer did not write before the kill"
+    assert len(after) >= 10, "the writer did not go on writing after the kill"
+    assert port != node_urls[KILLED - 1].port  # it moved to a node that answers
+    assert all(error.retryable for error in writer.errors)
+    survivors = [url for n, url in enumerate(node_urls) if n != KILLED - 1]
+    for rows in read_on_each_node(survivors, "SELECT seq, external_key FROM agentledger_messages"):
+        assert sorted(seq for seq, _ in rows) == list(range(1, len(writer.acked) + 1))
+        assert sorted(key for _, key in rows) == sorted(writer.acked)

@@ -4,7 +4,6 @@ missing, that it serves, and that the database password reaches no page and no o
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from agentledger import Ledger
 from agentledger.cli import EXIT_ERROR, EXIT_SCHEMA, EXIT_USAGE, main
 from agentledger.ui import create_app, is_loopback
 
+from ..ports import free_port
 from ._data import Clock, fill
 
 
@@ -31,12 +31,6 @@ def sqlite_url(tmp_path: Path) -> str:
         ledger.upgrade()
         fill(ledger)
     return url
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @contextmanager

@@ -175,6 +175,17 @@ def add_connection_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_reader_option(parser: argparse.ArgumentParser) -> None:
+    """``--reader``: read replicas a command that only reads may read from."""
+    parser.add_argument(
+        "--reader",
+        metavar="URL",
+        action="append",
+        help="a read replica of the database (a PostgreSQL standby, a Galera node) to "
+        "read from instead; repeat for several (a replica may lag the primary)",
+    )
+
+
 def add_timeout_options(parser: argparse.ArgumentParser) -> None:
     """``--lock-timeout`` and ``--statement-timeout``: the ledger's timeouts."""
     for variable in (LOCK_TIMEOUT, STATEMENT_TIMEOUT):
@@ -325,10 +336,15 @@ def _looks_like_sqlite(path: str) -> bool:
 
 
 @contextmanager
-def open_ledger(url: str, schema: str | None, **timeouts: Unpack[Timeouts]) -> Iterator[Ledger]:
+def open_ledger(
+    url: str,
+    schema: str | None,
+    readers: list[str] | None = None,
+    **timeouts: Unpack[Timeouts],
+) -> Iterator[Ledger]:
     """A Ledger on ``url`` (checked by ``existing_database`` first) and --schema, with
-    the ``timeouts_of`` the command, closed after use."""
-    ledger = Ledger(url, schema=checked_schema(schema, url), **timeouts)
+    ``readers`` (``--reader``) and the ``timeouts_of`` the command, closed after use."""
+    ledger = Ledger(url, schema=checked_schema(schema, url), readers=readers, **timeouts)
     try:
         yield ledger
     finally:
@@ -338,7 +354,8 @@ def open_ledger(url: str, schema: str | None, **timeouts: Unpack[Timeouts]) -> I
 @contextmanager
 def ledger_of(args: argparse.Namespace) -> Iterator[Ledger]:
     """The Ledger on the existing database that ``--url`` and ``--schema`` name, with
-    the command's timeouts."""
+    the command's ``--reader`` replicas and timeouts."""
     url, schema = connection_of(args)
-    with open_ledger(existing_database(url), schema, **timeouts_of(args)) as ledger:
+    readers = getattr(args, "reader", None)
+    with open_ledger(existing_database(url), schema, readers, **timeouts_of(args)) as ledger:
         yield ledger

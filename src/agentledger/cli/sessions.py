@@ -18,6 +18,7 @@ from .common import (
     UsageError,
     add_commands,
     add_connection_options,
+    add_reader_option,
     add_timeout_options,
     ledger_of,
 )
@@ -59,6 +60,7 @@ def add_sessions_group(groups: Groups) -> None:
 
     listing = commands.add_parser("list", help="sessions, most recently updated first")
     add_connection_options(listing)
+    add_reader_option(listing)
     add_timeout_options(listing)
     listing.add_argument("--user", metavar="USER", help="only this user_id")
     listing.add_argument("--app", metavar="APP", help="only this app_name")
@@ -76,6 +78,7 @@ def add_sessions_group(groups: Groups) -> None:
 
     show = commands.add_parser("show", help="one session: conversation, steps, grants, checkpoints")
     add_connection_options(show)
+    add_reader_option(show)
     add_timeout_options(show)
     show.add_argument("id", metavar="ID", help=ID_OR_KEY)
     _add_scope_options(show)

@@ -17,6 +17,7 @@ from .common import (
     UsageError,
     add_batch,
     add_connection_options,
+    add_reader_option,
     add_timeout_options,
     existing_database,
     ledger_of,
@@ -37,6 +38,7 @@ def add_transfer_groups(groups: Groups) -> None:
         "One snapshot, streamed in constant memory.",
     )
     add_connection_options(export)
+    add_reader_option(export)
     add_timeout_options(export)
     _add_selection(export)
     export.add_argument(

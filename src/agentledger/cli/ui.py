@@ -13,6 +13,7 @@ from .common import (
     Groups,
     UsageError,
     add_connection_options,
+    add_reader_option,
     connection_of,
     ledger_of,
 )
@@ -33,6 +34,7 @@ def add_ui_group(groups: Groups) -> None:
         "grants, checkpoints, state and token usage. Read-only unless --allow-delete.",
     )
     add_connection_options(ui)
+    add_reader_option(ui)
     ui.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     ui.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
     ui.add_argument(
@@ -85,5 +87,6 @@ def _ui(args: argparse.Namespace) -> int:
         schema=schema,
         token=token,
         allow_delete=args.allow_delete,
+        readers=args.reader,
     )
     return EXIT_OK

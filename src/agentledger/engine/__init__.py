@@ -28,6 +28,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from .._translate import missing_driver_as
+from .hosts import connect_to_the_first_that_answers, hosts_of
 from .loops import EnginePerLoop, Engines, OneEngine
 from .pool import (
     DEFAULT_LOCK_TIMEOUT_S,
@@ -115,6 +116,13 @@ __all__ = [
 ]
 
 
+def _configure_hosts(engine: Engine, url: URL) -> None:
+    """A MariaDB/MySQL URL listing several hosts: connect to the first that answers."""
+    hosts = hosts_of(url)
+    if hosts:
+        connect_to_the_first_that_answers(engine, hosts)
+
+
 def create_sync_engine(url: str | URL | None = None, **options: Any) -> Engine:
     """A sync Engine configured for agentledger (SQLite pragmas and BEGIN IMMEDIATE); a
     SQLite file this process cannot write is opened read-only (``read_only_sqlite``)."""
@@ -122,6 +130,7 @@ def create_sync_engine(url: str | URL | None = None, **options: Any) -> Engine:
     with missing_driver_as(lambda cause: _missing_driver(resolved, cause)):
         engine = create_engine(resolved, **{**_engine_options(resolved), **options})
     configure_sqlite_engine(engine)
+    _configure_hosts(engine, resolved)
     _configure_reset(engine, options)
     _configure_ping(engine, options)
     remember_typed_url(engine, url)
@@ -135,6 +144,7 @@ def create_async_engine_for(url: str | URL | None = None, **options: Any) -> Asy
     with missing_driver_as(lambda cause: _missing_driver(resolved, cause)):
         engine = create_async_engine(resolved, **{**_engine_options(resolved), **options})
     configure_sqlite_engine(engine.sync_engine)
+    _configure_hosts(engine.sync_engine, resolved)
     _configure_reset(engine.sync_engine, options)
     _configure_ping(engine.sync_engine, options)
     remember_typed_url(engine.sync_engine, url)

@@ -172,7 +172,8 @@ class LedgerSessionService(BaseSessionService):
 
     def __init__(self, ledger: AsyncLedger | str | URL | None = None) -> None:
         if isinstance(ledger, AsyncLedger):
-            self.ledger, self._owns_ledger = ledger, False
+            # ADK reads what it just wrote: on a ledger with readers, the primary's face.
+            self.ledger, self._owns_ledger = ledger.primary, False
         elif ledger is None or isinstance(ledger, str | URL):
             self.ledger, self._owns_ledger = AsyncLedger(ledger), True
         else:

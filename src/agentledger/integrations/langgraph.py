@@ -240,7 +240,8 @@ class LedgerSaver(_Codec):
         super().__init__(serde=serde)
         self.ledger = ledger
         """The ledger the threads are stored in."""
-        self._threads = ledger.langgraph(app_name=app_name, user_id=user_id)
+        # LangGraph reads what it just wrote: its reads go to the primary, never a reader.
+        self._threads = ledger.primary.langgraph(app_name=app_name, user_id=user_id)
 
     @classmethod
     @contextmanager
@@ -399,7 +400,8 @@ class AsyncLedgerSaver(_Codec):
         super().__init__(serde=serde)
         self.ledger = ledger
         """The ledger the threads are stored in."""
-        self._threads = ledger.langgraph(app_name=app_name, user_id=user_id)
+        # LangGraph reads what it just wrote: its reads go to the primary, never a reader.
+        self._threads = ledger.primary.langgraph(app_name=app_name, user_id=user_id)
         self._loop: asyncio.AbstractEventLoop | None = None
 
     @classmethod

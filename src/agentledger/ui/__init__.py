@@ -21,15 +21,22 @@ def serve(
     schema: str | None = None,
     token: str | None = None,
     allow_delete: bool = False,
+    readers: list[str] | None = None,
 ) -> None:
     """Serve the viewer with uvicorn until interrupted. uvicorn's access log is off: a
     first request's ``?token=`` must not reach a log. Without a token, only requests
-    naming a loopback host (or ``host``) are served."""
+    naming a loopback host (or ``host``) are served. ``readers``: read replicas the
+    viewer's pages read from."""
     import uvicorn
 
     hosts = None if token is not None else {*LOOPBACK_NAMES, host, f"[{host}]"}
     app = create_app(
-        url, schema=schema, token=token, allow_delete=allow_delete, allowed_hosts=hosts
+        url,
+        schema=schema,
+        token=token,
+        allow_delete=allow_delete,
+        allowed_hosts=hosts,
+        readers=readers,
     )
     uvicorn.run(app, host=host, port=port, access_log=False, log_level="warning")
 

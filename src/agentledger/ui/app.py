@@ -64,8 +64,10 @@ def create_app(
     allow_delete: bool = False,
     allowed_hosts: Collection[str] | None = None,
     clock: Callable[[], datetime] = system_clock,
+    readers: list[str] | None = None,
 ) -> Starlette:
-    """The viewer on the database at ``url``: read-only unless ``allow_delete``; every
+    """The viewer on the database at ``url`` (its pages read from ``readers``, read
+    replicas, when given): read-only unless ``allow_delete``; every
     request needs ``token`` when one is given. With ``allowed_hosts``, a request whose
     Host header names another host is refused (a web page rebinding its own name to
     127.0.0.1 cannot read a viewer that has no token). The ledger opens with the
@@ -94,7 +96,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        state["ledger"] = AsyncLedger(url, schema=schema)
+        state["ledger"] = AsyncLedger(url, schema=schema, readers=readers)
         try:
             yield
         finally:

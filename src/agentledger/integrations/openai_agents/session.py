@@ -123,7 +123,8 @@ class LedgerSession:
         self.user_id = user_id
         """The scope of the key: the agentledger session's user_id."""
         self._owns_ledger = ledger is None
-        self._ledger = ledger if ledger is not None else AsyncLedger(engine=engine)
+        # The SDK reads what it just wrote: on a ledger with readers, the primary's face.
+        self._ledger = ledger.primary if ledger is not None else AsyncLedger(engine=engine)
         self.unseen_items: UnseenItems = unseen_items
         """What ``add_items`` does about items other writers added since this session
         last read or wrote: append after them, or refuse (see ``UnseenItems``)."""
