@@ -171,9 +171,10 @@ async def test_the_adk_service_reads_its_own_writes_on_a_ledger_with_readers(
 
     async with AsyncLedger(standby.primary, readers=[standby.standby]) as ledger:
         service = LedgerSessionService(ledger)
+        user = f"user-{uuid.uuid4().hex[:8]}"  # the standby's database is the run's
         with replay_paused(standby):
-            made = await service.create_session(app_name="app", user_id="ada")
-            found = await service.get_session(app_name="app", user_id="ada", session_id=made.id)
+            made = await service.create_session(app_name="app", user_id=user)
+            found = await service.get_session(app_name="app", user_id=user, session_id=made.id)
             assert found is not None and found.id == made.id
 
 
