@@ -32,7 +32,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
@@ -78,6 +78,8 @@ Transport = Callable[[bool, bool, list[Work]], AbstractContextManager[Work]]
 to the list it is given, for the retry rule to read."""
 
 _keys = itertools.count(1)
+_NO_READER = object()
+"""What ``LedgerRunner._on_a_reader`` returns when no reader answered."""
 
 
 class LedgerRunner:
@@ -156,22 +158,28 @@ class LedgerRunner:
             self._binds_of.clear()  # made again with the read options just learned
             self.ready = True
 
-    def _readers_for(self, *, writes: bool, from_reader: bool) -> Iterator[Reader]:
-        """The readers a read may try, in turn, each until one answers (a reader that
-        cannot be reached is put to rest and skipped); none for a write, a read asked of
-        the primary, or a ledger without readers. The primary is checked first, so a
-        reader's error is its own."""
-        if writes or not from_reader or not self.readers:
-            return
+    def _has_readers(self, writes: bool, from_reader: bool) -> bool:
+        """Whether a call goes to a reader: a read not asked of the primary, on a ledger
+        with readers."""
+        return not writes and from_reader and bool(self.readers)
+
+    def _on_a_reader(self, attempt: Callable[[Engine], R]) -> R | object:
+        """``attempt`` on the readers' engines in turn until one answers (a reader that
+        cannot be reached is put to rest and skipped), or ``_NO_READER`` when none does.
+        The primary is checked first, so a reader's error is its own."""
         self.ensure_ready()
         while (reader := self.readers.next()) is not None:
-            yield reader
+            try:
+                self._check_reader(reader)
+                return attempt(reader.engines())
+            except DatabaseUnavailableError as error:
+                self.readers.rest(reader, error)
+        return _NO_READER
 
     def _check_reader(self, reader: Reader) -> None:
         """A reader's first read: agentledger's schema must be at the revision this
         version needs (a replica that has not replayed an upgrade yet is refused, as the
         primary would be)."""
-        self.ensure_ready()
         if reader.checked:
             return
         with self._ready_lock:
@@ -287,13 +295,14 @@ class LedgerRunner:
         the operation said its replay is harmless (``Work.replay_safe``). A read runs on
         a reader when the ledger has one and ``from_reader``."""
         refuse_if_open(self.key)
-        for reader in self._readers_for(writes=writes, from_reader=from_reader):
-            try:
-                self._check_reader(reader)
-                on_reader = partial(self._session_transaction, engine=reader.engines())
-                return self._retried(on_reader, writes, snapshot, call)
-            except DatabaseUnavailableError as error:
-                self.readers.rest(reader, error, mask(reader.engines.main.url))
+        if self._has_readers(writes, from_reader):
+            found = self._on_a_reader(
+                lambda engine: self._retried(
+                    partial(self._session_transaction, engine=engine), writes, snapshot, call
+                )
+            )
+            if found is not _NO_READER:
+                return cast(R, found)
         if on_driver and self._takes_driver(writes):
             try:
                 return self._retried(self._driver_transaction, writes, snapshot, call)
@@ -389,24 +398,23 @@ class LedgerRunner:
         and ``from_reader``, begun there before the block runs (a reader that cannot
         be reached rests and the next reader, else the primary, takes the read)."""
         refuse_if_open(self.key)
-        work = None
-        for reader in self._readers_for(writes=writes, from_reader=from_reader):
-            try:
-                self._check_reader(reader)
-                work = self.new_work(
-                    writes=False,
-                    snapshot=snapshot,
-                    session_factory=Session,
-                    engine=reader.engines(),
+        work: Work | None = None
+        if self._has_readers(writes, from_reader):
+
+            def begun_on(engine: Engine) -> Work:
+                opened = self.new_work(
+                    writes=False, snapshot=snapshot, session_factory=Session, engine=engine
                 )
-                with translated(self.settings.url):
-                    work.session.connection()  # reached now, or another takes the read
-                break
-            except DatabaseUnavailableError as error:
-                if work is not None:
-                    work.session.close()
-                work = None
-                self.readers.rest(reader, error, mask(reader.engines.main.url))
+                try:
+                    with translated(self.settings.url):
+                        opened.session.connection()  # reached now, or another takes the read
+                except BaseException:
+                    opened.session.close()
+                    raise
+                return opened
+
+            found = self._on_a_reader(begun_on)
+            work = None if found is _NO_READER else cast(Work, found)
         if work is None:
             work = self.new_work(writes=writes, snapshot=snapshot, session_factory=Session)
         with work:

@@ -45,7 +45,7 @@ def test_a_resting_reader_is_skipped_until_its_rest_ends() -> None:
     readers = readers_of(2, clock)
     first = readers.next()
     assert first is not None
-    readers.rest(first, ConnectionError("refused"), "postgresql://standby/db")
+    readers.rest(first, ConnectionError("refused"))
     assert {found.index for found in (readers.next() for _ in range(4)) if found} == {1}
     clock.now += REST_S
     assert {found.index for found in (readers.next() for _ in range(4)) if found} == {0, 1}
@@ -55,7 +55,7 @@ def test_when_every_reader_rests_the_read_goes_to_the_primary() -> None:
     readers = readers_of(1, Clock())
     reader = readers.next()
     assert reader is not None
-    readers.rest(reader, ConnectionError("refused"), "postgresql://standby/db")
+    readers.rest(reader, ConnectionError("refused"))
     assert readers.next() is None
 
 
@@ -65,10 +65,10 @@ def test_a_reader_put_to_rest_is_logged_once_per_rest(caplog: pytest.LogCaptureF
     reader = readers.next()
     assert reader is not None
     with caplog.at_level(logging.WARNING, logger="agentledger.readers"):
-        readers.rest(reader, ConnectionError("refused"), "postgresql://standby/db")
-        readers.rest(reader, ConnectionError("refused again"), "postgresql://standby/db")
+        readers.rest(reader, ConnectionError("refused"))
+        readers.rest(reader, ConnectionError("refused again"))
     assert len(caplog.records) == 1
-    assert "reader 0 (postgresql://standby/db) could not be reached" in caplog.text
+    assert "reader 0 (sqlite:///r0.db) could not be reached" in caplog.text
 
 
 def test_a_ledger_without_readers_is_its_own_primary() -> None:

@@ -8,9 +8,8 @@ drivers take one host. So a ``mysql://`` or ``mariadb://`` URL in that same form
 engine whose connections try the hosts in turn, starting at the one that answered last
 (``do_connect``: the dialect's own connection arguments, such as the found-rows flag
 conflict detection needs, stay). A Galera cluster written through such a URL keeps
-writing when a node dies: the calls its death cuts off raise ``DatabaseUnavailableError``
-(their connections are lost, and a disconnect empties the pool), and the next
-connections go to the next node that answers.
+writing when a node dies: a call its death cuts off runs once more on a fresh
+connection (a disconnect empties the pool), which goes to the next node that answers.
 """
 
 from __future__ import annotations

@@ -80,7 +80,7 @@ class Readers:
                     return reader
         return None
 
-    def rest(self, reader: Reader, reason: BaseException, where: str) -> None:
+    def rest(self, reader: Reader, reason: BaseException) -> None:
         """``reader`` could not be reached: skip it for ``REST_S`` seconds."""
         with self._lock:
             already = reader.resting_until > self._clock()
@@ -90,7 +90,7 @@ class Readers:
                 "reader %d (%s) could not be reached; reads skip it for %.0f s and go to "
                 "the other readers, or to the primary: %s",
                 reader.index,
-                where,
+                mask(reader.engines.main.url),
                 REST_S,
                 reason,
             )
