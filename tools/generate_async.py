@@ -127,6 +127,13 @@ FACES = (
         "in one " + ONE_HOP,
     ),
     Face(
+        "AsyncMemoryRepository",
+        "MemoryRepository",
+        "memory",
+        "Memory on the async API: each call is handed to the sync ``MemoryRepository`` in one\n"
+        + ONE_HOP,
+    ),
+    Face(
         "AsyncLangGraphRepository",
         "LangGraphRepository",
         "langgraph.repository",

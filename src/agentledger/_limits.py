@@ -33,3 +33,13 @@ MAX_VERSION_LENGTH = 128
 """The longest LangGraph channel version, as text."""
 MAX_TYPE_LENGTH = 64
 """The longest serializer type tag (``msgpack``, ``json``, ``bytes``...)."""
+
+MAX_MEMORY_NAMESPACE_LENGTH = 512
+"""The longest namespace of a memory item, as stored: its labels joined by ``.``
+(each ``.`` and ``%`` in a label written ``%2E`` and ``%25``). With the key, the
+primary key stays within MariaDB/MySQL's 3,072 bytes of index (767 characters of
+utf8mb4)."""
+MAX_MEMORY_KEY_LENGTH = 255
+"""The longest key of a memory item (characters)."""
+MAX_EMBEDDING_PATH_LENGTH = 255
+"""The longest path of an embedded field of a memory item (``text``, ``items[*].body``)."""

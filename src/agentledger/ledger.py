@@ -68,6 +68,7 @@ from .repositories import (
     AsyncCheckpointRepository,
     AsyncGrantRepository,
     AsyncLangGraphRepository,
+    AsyncMemoryRepository,
     AsyncMessageRepository,
     AsyncSessionRepository,
     AsyncStepRepository,
@@ -75,6 +76,7 @@ from .repositories import (
     CheckpointRepository,
     GrantRepository,
     LangGraphRepository,
+    MemoryRepository,
     MessageRepository,
     SessionRepository,
     StepRepository,
@@ -234,6 +236,8 @@ class Ledger:
         """App state operations (state shared by an application's sessions)."""
         self.user_state = UserStateRepository(scope)
         """User state operations (state shared by one user's sessions of an application)."""
+        self.memory = MemoryRepository(scope)
+        """Long-term memory: items under namespaces, kept across sessions."""
         self.transfer = Transfer(self)
         """Export to JSON Lines, import, and copy to another ledger."""
         self.retention = Retention(self)
@@ -514,6 +518,8 @@ class AsyncLedger:
         """App state operations (state shared by an application's sessions)."""
         self.user_state = AsyncUserStateRepository(calls.user_state, run)
         """User state operations (state shared by one user's sessions of an application)."""
+        self.memory = AsyncMemoryRepository(calls.memory, run)
+        """Long-term memory: items under namespaces, kept across sessions."""
         self.transfer = AsyncTransfer(proxied.transfer)
         """Export to JSON Lines, import, and copy to another ledger."""
         self.retention = AsyncRetention(proxied.retention)

@@ -350,6 +350,26 @@ class UserState(Record):
     updated_at: datetime | None
 
 
+class MemoryItem(Record):
+    """An item of long-term memory: a JSON object under a namespace and a key.
+
+    ``revision`` is what a compare-and-set ``put`` checks (``expected_revision``).
+    ``score`` is set by a search by meaning (the closest of the item's vectors to the
+    query, by cosine similarity: higher is closer) and None otherwise.
+    """
+
+    namespace: tuple[str, ...]
+    key: str
+    value: dict[str, Any]
+    text: str | None
+    created_at: datetime
+    updated_at: datetime
+    ttl_minutes: float | None
+    expires_at: datetime | None
+    revision: int
+    score: float | None = None
+
+
 class Page(BaseModel, Generic[T]):
     """One page of a listing; pass ``next_cursor`` back to get the next (None: the end)."""
 

@@ -15,12 +15,14 @@ from .repositories import (
     AsyncAppStateRepository,
     AsyncCheckpointRepository,
     AsyncGrantRepository,
+    AsyncMemoryRepository,
     AsyncMessageRepository,
     AsyncSessionRepository,
     AsyncStepRepository,
     AsyncUserStateRepository,
     CheckpointRepository,
     GrantRepository,
+    MemoryRepository,
     MessageRepository,
     SessionRepository,
     StepRepository,
@@ -56,6 +58,8 @@ class UnitOfWork:
         """App state of this unit of work."""
         self.user_state = UserStateRepository(work)
         """User state of this unit of work."""
+        self.memory = MemoryRepository(work)
+        """Long-term memory of this unit of work."""
 
     @property
     def session(self) -> Session:
@@ -88,6 +92,8 @@ class AsyncUnitOfWork:
         """App state of this unit of work."""
         self.user_state = AsyncUserStateRepository(proxied.user_state)
         """User state of this unit of work."""
+        self.memory = AsyncMemoryRepository(proxied.memory)
+        """Long-term memory of this unit of work."""
 
     @property
     def session(self) -> AsyncSession:

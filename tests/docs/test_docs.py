@@ -51,6 +51,7 @@ RUN_BY = {
     "docs/examples/first_ledger.py": "tests/docs/test_readme.py",
     "docs/examples/keys_and_state.py": "tests/docs/test_docs.py",
     "docs/examples/openai_branches.py": "tests/docs/test_docs.py",
+    "docs/examples/memory.py": "tests/docs/test_docs.py",
     "examples/quickstart_async.py": "tests/docs/test_examples.py",
     "examples/two_writers_conflict.py": "tests/docs/test_examples.py",
     "examples/join_app_transaction.py": "tests/docs/test_examples.py",
@@ -169,6 +170,16 @@ def test_the_framework_example_runs_and_prints_what_it_read(tmp_path: Path) -> N
 def test_the_branches_example_runs_and_prints_what_it_read(tmp_path: Path) -> None:
     out = _run_page_example("docs/examples/openai_branches.py", tmp_path)
     assert out.splitlines() == ["['main', 'try-again']", "[2]", "6 None"]
+
+
+def test_the_memory_example_runs_and_prints_what_it_read(tmp_path: Path) -> None:
+    out = _run_page_example("docs/examples/memory.py", tmp_path)
+    assert out.splitlines() == [
+        "2 soup",
+        "stale",
+        "['food']",
+        "[('memories', 'ada@example.com')]",
+    ]
 
 
 def test_every_included_file_is_run_by_a_test() -> None:

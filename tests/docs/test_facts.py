@@ -147,6 +147,7 @@ def test_the_api_listing_names_every_method_of_every_repository() -> None:
             "checkpoints",
             "app_state",
             "user_state",
+            "memory",
         }
         for name, methods in listed.items():
             repository = type(getattr(ledger, name))

@@ -27,6 +27,7 @@ FROZEN = {
     "agentledger_0002": "08fc016c741d1be8ad90884278aae55ac3f8650ec54bd191170b44546385b6c0",
     "agentledger_0003": "c2548a7541dd80dd32aa787c8786e2c10493b1b263bb4115dde7a62b5c74ed6b",
     "agentledger_0004": "0dbc8ae8665afaece15e323fc39c73e7e2c58025e25a5eb6c128b68a4e46be5b",
+    "agentledger_0005": "1459167efbd0dfee85230ffd594804b1e0319cec53efc94e7ef6369898391a21",
 }
 AT = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
 

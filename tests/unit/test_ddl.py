@@ -29,9 +29,10 @@ TABLES = {
     "agentledger_langgraph_checkpoints",
     "agentledger_langgraph_blobs",
     "agentledger_langgraph_writes",
+    "agentledger_memory_items",
 }
 MAX_NAME = 60
-MAX_INDEXED_CHARS = 255
+MAX_INDEXED_CHARS = 767  # one column of an InnoDB key: 3,072 bytes of utf8mb4
 MAX_KEY_BYTES = 3072  # InnoDB's key limit; utf8mb4 takes up to 4 bytes a character
 _NAMED = re.compile(r"\b(?:CONSTRAINT|INDEX)\s+[`\"]?(\w+)[`\"]?")
 

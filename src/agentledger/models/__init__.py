@@ -4,6 +4,7 @@ from .base import NAMING_CONVENTION, TABLE_PREFIX, VERSION_TABLE, Base, metadata
 from .checkpoint import AgentCheckpoint
 from .grant import AgentGrant
 from .langgraph import AgentLangGraphBlob, AgentLangGraphCheckpoint, AgentLangGraphWrite
+from .memory import AgentMemoryItem
 from .message import AgentMessage
 from .scoped_state import AgentAppState, AgentUserState
 from .session import AgentSession
@@ -19,6 +20,7 @@ __all__ = [
     "AgentLangGraphBlob",
     "AgentLangGraphCheckpoint",
     "AgentLangGraphWrite",
+    "AgentMemoryItem",
     "AgentMessage",
     "AgentSession",
     "AgentStep",

@@ -8,6 +8,7 @@ from ._async import (
     AsyncCheckpointRepository,
     AsyncGrantRepository,
     AsyncLangGraphRepository,
+    AsyncMemoryRepository,
     AsyncMessageRepository,
     AsyncSessionRepository,
     AsyncStepRepository,
@@ -16,6 +17,7 @@ from ._async import (
 from .checkpoints import CheckpointRepository
 from .grants import GrantRepository
 from .langgraph import LangGraphRepository
+from .memory import MemoryRepository
 from .messages import MessageRepository
 from .scoped_state import AppStateRepository, UserStateRepository
 from .sessions import SessionRepository
@@ -27,6 +29,7 @@ __all__ = [
     "AsyncCheckpointRepository",
     "AsyncGrantRepository",
     "AsyncLangGraphRepository",
+    "AsyncMemoryRepository",
     "AsyncMessageRepository",
     "AsyncSessionRepository",
     "AsyncStepRepository",
@@ -34,6 +37,7 @@ __all__ = [
     "CheckpointRepository",
     "GrantRepository",
     "LangGraphRepository",
+    "MemoryRepository",
     "MessageRepository",
     "SessionRepository",
     "StepRepository",

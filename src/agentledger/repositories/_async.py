@@ -21,7 +21,7 @@ from .checkpoints import PURGE_BATCH
 
 if TYPE_CHECKING:
     import builtins
-    from collections.abc import AsyncIterator, Collection, Iterable, Sequence
+    from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
     from datetime import datetime, timedelta
     from typing import Any
 
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         CheckpointPayload,
         Conversation,
         Grant,
+        MemoryItem,
         Message,
         NewStep,
         Page,
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
     from .checkpoints import CheckpointInfos, CheckpointRepository
     from .grants import GrantRepository
     from .langgraph.repository import LangGraphRepository
+    from .memory import Embedding, MemoryRepository, Namespace
     from .messages import Delta, MessageInput, MessageRepository
     from .scoped_state import AppStateRepository, UserStateRepository
     from .sessions import Included, SessionRepository
@@ -876,6 +878,156 @@ class AsyncUserStateRepository:
     async def delete(self, app_name: str, user_id: str) -> bool:
         """Delete the user's state; whether there was any."""
         return await self._run(self._proxied.delete, app_name, user_id)
+
+
+class AsyncMemoryRepository:
+    """Memory on the async API: each call is handed to the sync ``MemoryRepository`` in one
+    hop by its runner (on a ledger, a transaction of its own, run on a SQLite file's
+    twin in one worker-thread hop; in a unit of work, its own, in a greenlet)."""
+
+    def __init__(self, proxied: MemoryRepository, run: Runner = in_greenlet) -> None:
+        self._proxied = proxied
+        self._run = run
+
+    async def get(self, namespace: Sequence[str], key: str) -> MemoryItem | None:
+        """The item stored under ``namespace`` and ``key``, or None (never stored,
+        deleted, or expired). Reading does not refresh its time to live
+        (``get_and_refresh`` does).
+
+        Raises:
+            ValidationError: a namespace that is not a tuple of non-empty strings, or a
+                key that is not 1 to 255 characters of text.
+        """
+        return await self._run(self._proxied.get, namespace, key)
+
+    async def get_and_refresh(self, namespace: Sequence[str], key: str) -> MemoryItem | None:
+        """``get``, and the item's time to live starts again from now (for an item that
+        has one), as LangGraph's ``refresh_ttl`` asks."""
+        return await self._run(self._proxied.get_and_refresh, namespace, key)
+
+    async def put(
+        self,
+        namespace: Sequence[str],
+        key: str,
+        value: dict[str, Any],
+        *,
+        ttl_minutes: float | None = None,
+        text: str | None = None,
+        embeddings: Sequence[Embedding] | None = None,
+        expected_revision: int | None = None,
+    ) -> MemoryItem:
+        """Store ``value`` under ``namespace`` and ``key``; the item as stored.
+
+        Without ``expected_revision`` whatever is stored is replaced (last write wins,
+        never a conflict). With it the write is a compare-and-set: 0 stores only a new
+        item, ``n`` replaces only an item at revision ``n``. ``ttl_minutes`` starts
+        from now; ``text`` is what keyword search reads; ``embeddings`` are the item's
+        vectors for search by meaning, one (field path, vector) each.
+
+        Raises:
+            ConflictError: ``exists`` (expected 0, an item is stored) or ``stale``
+                (expected ``n``, the stored revision is another, or none is stored).
+            ValidationError: a bad namespace or key, a value that is not a JSON object
+                within the limits, a bad time to live, text or vector.
+        """
+        return await self._run(
+            self._proxied.put,
+            namespace,
+            key,
+            value,
+            ttl_minutes=ttl_minutes,
+            text=text,
+            embeddings=embeddings,
+            expected_revision=expected_revision,
+        )
+
+    async def delete(
+        self, namespace: Sequence[str], key: str, *, expected_revision: int | None = None
+    ) -> bool:
+        """Delete the item; whether one was stored (an expired one counts as none).
+        With ``expected_revision``, only an item at that revision.
+
+        Raises:
+            ConflictError: ``stale``, an item is stored at another revision.
+        """
+        return await self._run(
+            self._proxied.delete, namespace, key, expected_revision=expected_revision
+        )
+
+    async def search(
+        self,
+        namespace_prefix: Sequence[str] = (),
+        *,
+        filter: Mapping[str, Any] | None = None,
+        query_vector: Sequence[float] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+    ) -> list[MemoryItem]:
+        """Items under ``namespace_prefix`` (the namespace and every one below it; all
+        items for ``()``) that meet ``filter``, newest write first; with
+        ``query_vector``, closest first by their ``score`` (items without vectors
+        last, unscored). Reading does not refresh times to live
+        (``search_and_refresh`` does).
+
+        Raises:
+            ValidationError: a bad prefix, filter, vector, limit or offset.
+        """
+        return await self._run(
+            self._proxied.search,
+            namespace_prefix,
+            filter=filter,
+            query_vector=query_vector,
+            limit=limit,
+            offset=offset,
+        )
+
+    async def search_and_refresh(
+        self,
+        namespace_prefix: Sequence[str] = (),
+        *,
+        filter: Mapping[str, Any] | None = None,
+        query_vector: Sequence[float] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+    ) -> list[MemoryItem]:
+        """``search``, and each item found starts its time to live again from now."""
+        return await self._run(
+            self._proxied.search_and_refresh,
+            namespace_prefix,
+            filter=filter,
+            query_vector=query_vector,
+            limit=limit,
+            offset=offset,
+        )
+
+    async def list_namespaces(
+        self,
+        *,
+        prefix: Sequence[str] | None = None,
+        suffix: Sequence[str] | None = None,
+        max_depth: int | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[Namespace]:
+        """The namespaces items are stored under, in order: those starting with
+        ``prefix`` and ending with ``suffix`` (a ``*`` label matches any label), each
+        cut to its first ``max_depth`` labels (duplicates then listed once).
+
+        Raises:
+            ValidationError: a bad prefix, suffix, depth, limit or offset.
+        """
+        return await self._run(
+            self._proxied.list_namespaces,
+            prefix=prefix,
+            suffix=suffix,
+            max_depth=max_depth,
+            limit=limit,
+            offset=offset,
+        )
+
+    async def purge_expired(self, *, limit: int | None = None) -> int:
+        """Delete items whose time to live ran out (at most ``limit``); how many."""
+        return await self._run(self._proxied.purge_expired, limit=limit)
 
 
 class AsyncLangGraphRepository:

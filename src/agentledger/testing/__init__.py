@@ -65,6 +65,7 @@ from .harness import (
     tier_of,
 )
 from .keys import IdempotentAppendContract, SessionKeyContract
+from .memory import MemoryConcurrencyContract, MemoryContract, MemoryExpiryContract
 from .messages import MessageConcurrencyContract, MessageContract
 from .readonly import ReadOnlyUnitOfWorkContract
 from .scoped_state import ScopedStateConcurrencyContract, ScopedStateContract
@@ -86,6 +87,9 @@ __all__ = [
     "Harness",
     "IdempotentAppendContract",
     "ListingContract",
+    "MemoryConcurrencyContract",
+    "MemoryContract",
+    "MemoryExpiryContract",
     "MessageConcurrencyContract",
     "MessageContract",
     "MessageTimeContract",

@@ -38,6 +38,7 @@ REPOSITORIES = (
     "checkpoints",
     "app_state",
     "user_state",
+    "memory",
 )
 Hook = Literal["reopen", "configured", "caller_transaction"]
 Tier = Literal["logic", "dialect", "driver"]

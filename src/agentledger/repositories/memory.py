@@ -1,0 +1,828 @@
+"""Long-term memory: items under namespaces, kept across sessions.
+
+An item is a JSON object under a namespace (a tuple of labels, ``("memories",
+"ada")``) and a key, with its own revision. ``put`` without ``expected_revision``
+overwrites whatever is stored (last write wins, as LangGraph's stores do, and never a
+conflict: one upsert statement); with it, the write is a compare-and-set: 0 creates
+only, ``n`` replaces only revision ``n``, else ``ConflictError`` (``exists`` or
+``stale``). An item may live for ``ttl_minutes`` from its last write, or from its last
+read where reads refresh it; once expired it is never read again, and retention
+purges it. ``search`` reads a namespace and everything under it, newest write first,
+filtered on the values' fields, or by meaning when the items carry vectors (exact
+cosine scoring over every stored vector, on every database). ``list_namespaces``
+lists the namespaces stored, matched by prefix and suffix (``*`` a wildcard label) and
+cut to a depth.
+
+A namespace is stored as its labels joined by ``.`` (``memories.ada``), each ``.`` and
+``%`` inside a label written ``%2E`` and ``%25``, so a namespace and everything under
+it is one range of the primary key (``memories.ada`` and ``memories.ada.%``).
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, cast
+
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    Table,
+    and_,
+    bindparam,
+    case,
+    delete,
+    or_,
+    select,
+    update,
+)
+
+from .._checks import bounded_int, checked_text, text_problem
+from .._dialects import capabilities
+from .._json import Limits, check_object, decode_json
+from .._limits import MAX_EMBEDDING_PATH_LENGTH, MAX_MEMORY_KEY_LENGTH, MAX_MEMORY_NAMESPACE_LENGTH
+from .._translate import duplicate_as
+from ..errors import ConflictError, CorruptRecordError, ValidationError
+from ..models import AgentMemoryItem
+from ..models.types import json_text
+from ..records import MemoryItem, from_stored
+from ._base import Repository, operation
+
+ITEMS = cast(Table, AgentMemoryItem.__table__)
+TABLE = ITEMS.name
+Namespace = tuple[str, ...]
+Embedding = tuple[str, Sequence[float]]
+"""One vector of an item: the path of the field it embeds, and the vector."""
+
+MAX_TTL_MINUTES = 1_000_000_000.0
+"""The longest time to live (about 1,900 years): beyond it a datetime overflows."""
+MAX_PAGE = 10_000
+"""The most items or namespaces one search or listing returns."""
+FILTER_OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
+"""The comparisons a search filter may use, as LangGraph's stores spell them."""
+
+
+# -- namespaces -----------------------------------------------------------------------------
+
+
+def encode_namespace(labels: Sequence[str]) -> str:
+    """The stored form of a namespace: its labels joined by ``.``, each label's ``%``
+    and ``.`` escaped (``%25``, ``%2E``)."""
+    return ".".join(label.replace("%", "%25").replace(".", "%2E") for label in labels)
+
+
+def decode_namespace(stored: str) -> Namespace:
+    """The labels of a stored namespace (``encode_namespace`` undone)."""
+    return tuple(part.replace("%2E", ".").replace("%25", "%") for part in stored.split("."))
+
+
+def checked_namespace(value: object, *, name: str = "namespace", empty: bool = False) -> Namespace:
+    """``value`` as a namespace: a tuple (or list) of labels, each 1 or more characters
+    of text every database stores exactly, at most 512 characters once stored. With
+    ``empty``, no labels at all is allowed (a prefix that matches everything)."""
+    if not isinstance(value, tuple | list):
+        raise ValidationError(
+            f"{name} must be a tuple of strings, got {type(value).__name__}", path=name
+        )
+    if not value and not empty:
+        raise ValidationError(f"{name} must have at least one label", path=name)
+    for index, label in enumerate(value):
+        if not isinstance(label, str):
+            raise ValidationError(
+                f"{name}[{index}] must be a string, got {type(label).__name__}", path=name
+            )
+        if not label:
+            raise ValidationError(f"{name}[{index}] is empty; labels cannot be", path=name)
+        problem = text_problem(label)
+        if problem is not None:
+            raise ValidationError(f"{name}[{index}] {problem}", path=name)
+    labels = tuple(value)
+    stored = len(encode_namespace(labels))
+    if stored > MAX_MEMORY_NAMESPACE_LENGTH:
+        raise ValidationError(
+            f"{name} is {stored:,} characters stored (labels joined by '.'), over the "
+            f"limit of {MAX_MEMORY_NAMESPACE_LENGTH}",
+            path=name,
+        )
+    return labels
+
+
+def _like_escaped(text: str) -> str:
+    return text.replace("/", "//").replace("%", "/%").replace("_", "/_")
+
+
+def _under(prefix: Namespace) -> ColumnElement[bool]:
+    """The namespace ``prefix`` and every namespace under it (all, for no labels)."""
+    if not prefix:
+        return ITEMS.c.namespace.is_not(None)
+    stored = encode_namespace(prefix)
+    return or_(
+        ITEMS.c.namespace == stored,
+        ITEMS.c.namespace.like(_like_escaped(stored) + ".%", escape="/"),
+    )
+
+
+# -- values, times and vectors ----------------------------------------------------------------
+
+
+def _ttl(value: object) -> float | None:
+    if value is None:
+        return None
+    if (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and 0 < value <= MAX_TTL_MINUTES
+    ):
+        return float(value)
+    raise ValidationError(
+        f"ttl_minutes must be a number of minutes above 0 and at most {MAX_TTL_MINUTES:,.0f}, "
+        f"or None, got {value!r}",
+        path="ttl_minutes",
+    )
+
+
+def _expiry(now: datetime, ttl_minutes: float | None) -> datetime | None:
+    return None if ttl_minutes is None else now + timedelta(minutes=ttl_minutes)
+
+
+def _packed(embeddings: Sequence[Embedding] | None) -> tuple[list[str] | None, bytes | None]:
+    """The paths and the float32 bytes of an item's vectors, checked: every vector of
+    finite numbers, all of one length."""
+    if embeddings is None or len(embeddings) == 0:
+        return None, None
+    paths: list[str] = []
+    packed = array("f")
+    length: int | None = None
+    for index, entry in enumerate(embeddings):
+        where = f"embeddings[{index}]"
+        if not isinstance(entry, tuple | list) or len(entry) != 2:
+            raise ValidationError(f"{where} must be a (path, vector) pair", path="embeddings")
+        path, vector = entry
+        paths.append(checked_text(path, f"{where} path", max_length=MAX_EMBEDDING_PATH_LENGTH))
+        try:
+            numbers = [float(number) for number in vector]
+        except (TypeError, ValueError):
+            raise ValidationError(
+                f"{where} must be a sequence of numbers", path="embeddings"
+            ) from None
+        if not numbers or not all(math.isfinite(number) for number in numbers):
+            raise ValidationError(
+                f"{where} must be a non-empty vector of finite numbers", path="embeddings"
+            )
+        if length is not None and len(numbers) != length:
+            raise ValidationError(
+                f"{where} has {len(numbers)} dimensions, the others {length}", path="embeddings"
+            )
+        length = len(numbers)
+        packed.extend(numbers)
+    return paths, packed.tobytes()
+
+
+def _vectors(paths: list[str] | None, stored: bytes | None, key: object) -> list[array[float]]:
+    if not paths or stored is None:
+        return []
+    numbers = array("f")
+    try:
+        numbers.frombytes(stored)
+    except ValueError:
+        numbers = array("f", [0.0])  # not a whole number of floats: reported below
+    if len(numbers) % len(paths):
+        raise CorruptRecordError(
+            f"{TABLE} row {key!r}: column embeddings does not hold {len(paths)} vectors "
+            "of one length; it was written by something other than agentledger",
+            table=TABLE,
+            key=key,
+            column="embeddings",
+        )
+    size = len(numbers) // len(paths)
+    return [numbers[start : start + size] for start in range(0, len(numbers), size)]
+
+
+def _cosine(query: Sequence[float], norm: float, vector: Sequence[float]) -> float:
+    dot = sum(a * b for a, b in zip(query, vector, strict=True))
+    length = math.sqrt(sum(b * b for b in vector))
+    return 0.0 if norm == 0.0 or length == 0.0 else dot / (norm * length)
+
+
+# -- filters --------------------------------------------------------------------------------
+
+
+def checked_filter(value: object) -> dict[str, Any]:
+    """A search filter: field path (``a.b`` for a nested field) to a value it must
+    equal, or to a dict of comparisons (``{"$gt": 3}``)."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValidationError(
+            f"filter must be a dict of field to value, got {type(value).__name__}", path="filter"
+        )
+    for field, condition in value.items():
+        if not isinstance(field, str) or not field:
+            raise ValidationError(
+                f"filter field {field!r} must be a non-empty string", path="filter"
+            )
+        if isinstance(condition, Mapping) and any(
+            isinstance(name, str) and name.startswith("$") for name in condition
+        ):
+            unknown = [name for name in condition if name not in FILTER_OPERATORS]
+            if unknown:
+                raise ValidationError(
+                    f"filter on {field!r}: unknown operator {unknown[0]!r}; "
+                    f"use one of {', '.join(FILTER_OPERATORS)}",
+                    path="filter",
+                )
+    return dict(value)
+
+
+_MISSING = object()
+
+
+def _field(value: Any, path: str) -> Any:
+    current = value
+    for part in path.split("."):
+        if not isinstance(current, dict) or part not in current:
+            return _MISSING
+        current = current[part]
+    return current
+
+
+def _compare(found: Any, operator: str, wanted: Any) -> bool:
+    if operator == "$eq":
+        return bool(found == wanted)
+    if operator == "$ne":
+        return bool(found != wanted)
+    try:
+        if operator == "$gt":
+            return bool(found > wanted)
+        if operator == "$gte":
+            return bool(found >= wanted)
+        if operator == "$lt":
+            return bool(found < wanted)
+        return bool(found <= wanted)
+    except TypeError:  # a string against a number: no match, as in LangGraph's stores
+        return False
+
+
+def matches(value: dict[str, Any], conditions: dict[str, Any]) -> bool:
+    """Whether an item's value meets every condition of a checked filter."""
+    for path, condition in conditions.items():
+        found = _field(value, path)
+        if isinstance(condition, dict) and any(name.startswith("$") for name in condition):
+            if found is _MISSING:
+                if any(operator != "$ne" for operator in condition):
+                    return False
+                continue
+            if not all(_compare(found, op, wanted) for op, wanted in condition.items()):
+                return False
+        elif found is _MISSING or found != condition:
+            return False
+    return True
+
+
+def _namespace_matches(labels: Namespace, pattern: Namespace, *, at_end: bool) -> bool:
+    if len(labels) < len(pattern):
+        return False
+    part = labels[len(labels) - len(pattern) :] if at_end else labels[: len(pattern)]
+    return all(wanted in ("*", label) for label, wanted in zip(part, pattern, strict=True))
+
+
+# -- reads ----------------------------------------------------------------------------------
+
+_COLUMNS: Select[Any] = select(
+    ITEMS.c.namespace,
+    ITEMS.c.key,
+    json_text(ITEMS.c.value).label("value"),
+    ITEMS.c.text,
+    ITEMS.c.created_at,
+    ITEMS.c.updated_at,
+    ITEMS.c.ttl_minutes,
+    ITEMS.c.expires_at,
+    ITEMS.c.revision,
+)
+_WITH_VECTORS = _COLUMNS.add_columns(
+    json_text(ITEMS.c.embedding_paths).label("embedding_paths"), ITEMS.c.embeddings
+)
+
+
+def _live(now: datetime) -> ColumnElement[bool]:
+    return or_(ITEMS.c.expires_at.is_(None), ITEMS.c.expires_at > now)
+
+
+def _item(
+    row: Any, *, expires_at: datetime | None = None, score: float | None = None
+) -> MemoryItem:
+    key = (row.namespace, row.key)
+    value = decode_json(row.value, table=TABLE, key=key, column="value")
+    if type(value) is not dict:
+        raise CorruptRecordError(
+            f"{TABLE} row {key!r}: column value is not a JSON object",
+            table=TABLE,
+            key=key,
+            column="value",
+        )
+    return from_stored(
+        MemoryItem,
+        {
+            "namespace": decode_namespace(row.namespace),
+            "key": row.key,
+            "value": value,
+            "text": row.text,
+            "created_at": row.created_at,
+            "updated_at": row.updated_at,
+            "ttl_minutes": row.ttl_minutes,
+            "expires_at": row.expires_at if expires_at is None else expires_at,
+            "revision": row.revision,
+            "score": score,
+        },
+    )
+
+
+@dataclass(frozen=True)
+class _Key:
+    namespace: Namespace
+    stored: str
+    key: str
+
+
+def _key_of(namespace: object, key: object) -> _Key:
+    labels = checked_namespace(namespace)
+    return _Key(
+        labels, encode_namespace(labels), checked_text(key, "key", max_length=MAX_MEMORY_KEY_LENGTH)
+    )
+
+
+def _where(key: _Key) -> ColumnElement[bool]:
+    return and_(ITEMS.c.namespace == key.stored, ITEMS.c.key == key.key)
+
+
+class MemoryRepository(Repository):
+    """The single implementation of the long-term memory operations."""
+
+    def _now(self) -> datetime:
+        return self._work.settings.now()
+
+    @property
+    def _limits(self) -> Limits:
+        return self._work.settings.limits
+
+    def _refreshed(self, rows: Sequence[Any], now: datetime) -> dict[tuple[str, str], datetime]:
+        """Move the expiry of each row that has a time to live to ``now`` plus it; the
+        new expiries by (stored namespace, key)."""
+        moved = {
+            (row.namespace, row.key): now + timedelta(minutes=row.ttl_minutes)
+            for row in rows
+            if row.ttl_minutes is not None
+        }
+        if moved:
+            self._connection().execute(
+                update(ITEMS)
+                .where(
+                    ITEMS.c.namespace == bindparam("b_namespace"), ITEMS.c.key == bindparam("b_key")
+                )
+                .values(expires_at=bindparam("b_expires_at", type_=ITEMS.c.expires_at.type)),
+                [
+                    {"b_namespace": namespace, "b_key": key, "b_expires_at": expires}
+                    for (namespace, key), expires in moved.items()
+                ],
+            )
+        return moved
+
+    @operation(writes=False)
+    def get(self, namespace: Sequence[str], key: str) -> MemoryItem | None:
+        """The item stored under ``namespace`` and ``key``, or None (never stored,
+        deleted, or expired). Reading does not refresh its time to live
+        (``get_and_refresh`` does).
+
+        Raises:
+            ValidationError: a namespace that is not a tuple of non-empty strings, or a
+                key that is not 1 to 255 characters of text.
+        """
+        found = _key_of(namespace, key)
+        row = self._connection().execute(_COLUMNS.where(_where(found), _live(self._now()))).first()
+        return None if row is None else _item(row)
+
+    @operation(writes=True)
+    def get_and_refresh(self, namespace: Sequence[str], key: str) -> MemoryItem | None:
+        """``get``, and the item's time to live starts again from now (for an item that
+        has one), as LangGraph's ``refresh_ttl`` asks."""
+        found = _key_of(namespace, key)
+        now = self._now()
+        row = self._connection().execute(_COLUMNS.where(_where(found), _live(now))).first()
+        if row is None:
+            return None
+        moved = self._refreshed([row], now)
+        return _item(row, expires_at=moved.get((row.namespace, row.key)))
+
+    @operation(writes=True)
+    def put(
+        self,
+        namespace: Sequence[str],
+        key: str,
+        value: dict[str, Any],
+        *,
+        ttl_minutes: float | None = None,
+        text: str | None = None,
+        embeddings: Sequence[Embedding] | None = None,
+        expected_revision: int | None = None,
+    ) -> MemoryItem:
+        """Store ``value`` under ``namespace`` and ``key``; the item as stored.
+
+        Without ``expected_revision`` whatever is stored is replaced (last write wins,
+        never a conflict). With it the write is a compare-and-set: 0 stores only a new
+        item, ``n`` replaces only an item at revision ``n``. ``ttl_minutes`` starts
+        from now; ``text`` is what keyword search reads; ``embeddings`` are the item's
+        vectors for search by meaning, one (field path, vector) each.
+
+        Raises:
+            ConflictError: ``exists`` (expected 0, an item is stored) or ``stale``
+                (expected ``n``, the stored revision is another, or none is stored).
+            ValidationError: a bad namespace or key, a value that is not a JSON object
+                within the limits, a bad time to live, text or vector.
+        """
+        found = _key_of(namespace, key)
+        limits = self._limits
+        checked = check_object(value, path="value", limits=limits, jsonb=True)
+        ttl = _ttl(ttl_minutes)
+        if text is not None:
+            checked_text(text, "text", max_length=limits.max_value_bytes, min_length=0)
+        paths, vectors = _packed(embeddings)
+        if expected_revision is not None:
+            bounded_int(expected_revision, "expected_revision")
+        now = self._now()
+        fields = {
+            "value": checked,
+            "text": text,
+            "embedding_paths": paths,
+            "embeddings": vectors,
+            "updated_at": now,
+            "ttl_minutes": ttl,
+            "expires_at": _expiry(now, ttl),
+        }
+        if expected_revision is None:
+            created_at, revision = self._upsert(found, fields, now)
+        elif expected_revision == 0:
+            self._create(found, fields, now)
+            created_at, revision = now, 1
+        else:
+            created_at = self._replace(found, fields, expected_revision)
+            revision = expected_revision + 1
+        return MemoryItem(
+            namespace=found.namespace,
+            key=found.key,
+            value=checked,
+            text=text,
+            created_at=created_at,
+            updated_at=now,
+            ttl_minutes=ttl,
+            expires_at=fields["expires_at"],
+            revision=revision,
+        )
+
+    def _upsert(self, key: _Key, fields: dict[str, Any], now: datetime) -> tuple[datetime, int]:
+        """Insert the item, or replace the stored one and bump its revision, in one
+        statement concurrent writers cannot race; its creation time and revision."""
+        found = capabilities(self._connection().dialect)
+        statement = found.insert(ITEMS).values(
+            namespace=key.stored, key=key.key, created_at=now, revision=1, **fields
+        )
+        # An expired item replaced is a new item (created now); its revision keeps
+        # counting, so a compare-and-set from a read of the old one never matches.
+        # created_at comes first: MariaDB/MySQL's assignments see the ones before them.
+        replaced: list[tuple[str, Any]] = [
+            ("created_at", case((~_live(now), now), else_=ITEMS.c.created_at)),
+            *fields.items(),
+            ("revision", ITEMS.c.revision + 1),
+        ]
+        if found.upsert == "on_conflict":
+            upsert = statement.on_conflict_do_update(
+                index_elements=[ITEMS.c.namespace, ITEMS.c.key], set_=dict(replaced)
+            )
+        else:
+            upsert = statement.on_duplicate_key_update(replaced)
+        if found.update_returning:
+            row = (
+                self._connection()
+                .execute(upsert.returning(ITEMS.c.created_at, ITEMS.c.revision))
+                .first()
+            )
+        else:
+            self._connection().execute(upsert)
+            row = (
+                self._connection()
+                .execute(select(ITEMS.c.created_at, ITEMS.c.revision).where(_where(key)))
+                .first()
+            )
+        return row.created_at, row.revision
+
+    def _create(self, key: _Key, fields: dict[str, Any], now: datetime) -> None:
+        """Insert the item; ConflictError ``exists`` when one is stored (an expired
+        one is replaced, as it no longer exists for any reader)."""
+        connection = self._connection()
+        connection.execute(delete(ITEMS).where(_where(key), ~_live(now)))
+        statement = (
+            capabilities(connection.dialect)
+            .insert(ITEMS)
+            .values(namespace=key.stored, key=key.key, created_at=now, revision=1, **fields)
+        )
+
+        def taken() -> ConflictError:
+            return ConflictError(
+                f"memory item {key.namespace!r} {key.key!r} is already stored",
+                reason="exists",
+                expected=0,
+            )
+
+        if capabilities(connection.dialect).upsert == "on_conflict":
+            # A failed INSERT would end PostgreSQL's transaction: do nothing instead.
+            # SQLAlchemy reports an INSERT's rowcount only when asked to keep it.
+            result = connection.execute(
+                statement.on_conflict_do_nothing(
+                    index_elements=[ITEMS.c.namespace, ITEMS.c.key]
+                ).execution_options(preserve_rowcount=True)
+            )
+            if result.rowcount == 0:
+                raise taken()
+            return
+        with duplicate_as(taken):
+            connection.execute(statement)
+
+    def _replace(self, key: _Key, fields: dict[str, Any], expected: int) -> datetime:
+        """Replace the item at revision ``expected``; its creation time."""
+        connection = self._connection()
+        now = fields["updated_at"]
+        result = connection.execute(
+            update(ITEMS)
+            .where(_where(key), ITEMS.c.revision == expected, _live(now))
+            .values(revision=expected + 1, **fields)
+        )
+        if result.rowcount != 1:
+            stored = connection.execute(
+                select(ITEMS.c.revision).where(_where(key), _live(now))
+            ).scalar_one_or_none()
+            raise ConflictError(
+                f"memory item {key.namespace!r} {key.key!r} is at revision "
+                f"{stored if stored is not None else 'none (not stored)'}, not {expected}",
+                reason="stale",
+                expected=expected,
+                actual=stored,
+            )
+        created: datetime = connection.execute(
+            select(ITEMS.c.created_at).where(_where(key))
+        ).scalar_one_or_none()
+        return created
+
+    @operation(writes=True)
+    def delete(
+        self, namespace: Sequence[str], key: str, *, expected_revision: int | None = None
+    ) -> bool:
+        """Delete the item; whether one was stored (an expired one counts as none).
+        With ``expected_revision``, only an item at that revision.
+
+        Raises:
+            ConflictError: ``stale``, an item is stored at another revision.
+        """
+        found = _key_of(namespace, key)
+        connection = self._connection()
+        now = self._now()
+        statement = delete(ITEMS).where(_where(found))
+        if expected_revision is None:
+            live = connection.execute(statement.where(_live(now))).rowcount
+            connection.execute(statement)  # an expired item goes too
+            return bool(live)
+        bounded_int(expected_revision, "expected_revision", low=1)
+        if connection.execute(
+            statement.where(ITEMS.c.revision == expected_revision, _live(now))
+        ).rowcount:
+            return True
+        stored = connection.execute(
+            select(ITEMS.c.revision).where(_where(found), _live(now))
+        ).scalar_one_or_none()
+        if stored is None:
+            return False
+        raise ConflictError(
+            f"memory item {found.namespace!r} {found.key!r} is at revision {stored}, "
+            f"not {expected_revision}",
+            reason="stale",
+            expected=expected_revision,
+            actual=stored,
+        )
+
+    @operation(writes=False)
+    def search(
+        self,
+        namespace_prefix: Sequence[str] = (),
+        *,
+        filter: Mapping[str, Any] | None = None,
+        query_vector: Sequence[float] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+    ) -> list[MemoryItem]:
+        """Items under ``namespace_prefix`` (the namespace and every one below it; all
+        items for ``()``) that meet ``filter``, newest write first; with
+        ``query_vector``, closest first by their ``score`` (items without vectors
+        last, unscored). Reading does not refresh times to live
+        (``search_and_refresh`` does).
+
+        Raises:
+            ValidationError: a bad prefix, filter, vector, limit or offset.
+        """
+        return self._search(namespace_prefix, filter, query_vector, limit, offset, refresh=False)
+
+    @operation(writes=True)
+    def search_and_refresh(
+        self,
+        namespace_prefix: Sequence[str] = (),
+        *,
+        filter: Mapping[str, Any] | None = None,
+        query_vector: Sequence[float] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+    ) -> list[MemoryItem]:
+        """``search``, and each item found starts its time to live again from now."""
+        return self._search(namespace_prefix, filter, query_vector, limit, offset, refresh=True)
+
+    def _search(
+        self,
+        namespace_prefix: Sequence[str],
+        filter: Mapping[str, Any] | None,
+        query_vector: Sequence[float] | None,
+        limit: int,
+        offset: int,
+        *,
+        refresh: bool,
+    ) -> list[MemoryItem]:
+        prefix = checked_namespace(namespace_prefix, name="namespace_prefix", empty=True)
+        conditions = checked_filter(filter)
+        bounded_int(limit, "limit", high=MAX_PAGE)
+        bounded_int(offset, "offset")
+        query = None if query_vector is None else _checked_query(query_vector)
+        now = self._now()
+        base = _WITH_VECTORS if query is not None else _COLUMNS
+        statement = base.where(_under(prefix), _live(now))
+        if query is None:
+            statement = statement.order_by(
+                ITEMS.c.updated_at.desc(), ITEMS.c.namespace, ITEMS.c.key
+            )
+            if not conditions:
+                rows = list(self._connection().execute(statement.limit(limit).offset(offset)))
+                return self._found(rows, None, now, refresh)
+            picked = _pick(self._connection().execute(statement), conditions, limit, offset)
+            return self._found(picked, None, now, refresh)
+        rows = [
+            row
+            for row in self._connection().execute(
+                statement.order_by(ITEMS.c.namespace, ITEMS.c.key)
+            )
+            if not conditions or matches(_item(row).value, conditions)
+        ]
+        norm = math.sqrt(sum(number * number for number in query))
+        scored: list[tuple[float | None, Any]] = []
+        for row in rows:
+            vectors = _vectors(
+                decode_json(
+                    row.embedding_paths,
+                    table=TABLE,
+                    key=(row.namespace, row.key),
+                    column="embedding_paths",
+                ),
+                row.embeddings,
+                (row.namespace, row.key),
+            )
+            usable = [vector for vector in vectors if len(vector) == len(query)]
+            score = max((_cosine(query, norm, vector) for vector in usable), default=None)
+            scored.append((score, row))
+        scored.sort(key=lambda pair: (pair[0] is None, -(pair[0] or 0.0)))
+        page = scored[offset : offset + limit]
+        scores = [score for score, _ in page]
+        return self._found([row for _, row in page], scores, now, refresh)
+
+    def _found(
+        self,
+        rows: Sequence[Any],
+        scores: Sequence[float | None] | None,
+        now: datetime,
+        refresh: bool,
+    ) -> list[MemoryItem]:
+        moved = self._refreshed(rows, now) if refresh else {}
+        return [
+            _item(
+                row,
+                expires_at=moved.get((row.namespace, row.key)),
+                score=None if scores is None else scores[index],
+            )
+            for index, row in enumerate(rows)
+        ]
+
+    @operation(writes=False)
+    def list_namespaces(
+        self,
+        *,
+        prefix: Sequence[str] | None = None,
+        suffix: Sequence[str] | None = None,
+        max_depth: int | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[Namespace]:
+        """The namespaces items are stored under, in order: those starting with
+        ``prefix`` and ending with ``suffix`` (a ``*`` label matches any label), each
+        cut to its first ``max_depth`` labels (duplicates then listed once).
+
+        Raises:
+            ValidationError: a bad prefix, suffix, depth, limit or offset.
+        """
+        head = () if prefix is None else _pattern(prefix, "prefix")
+        tail = () if suffix is None else _pattern(suffix, "suffix")
+        if max_depth is not None:
+            bounded_int(max_depth, "max_depth", low=1)
+        bounded_int(limit, "limit", high=MAX_PAGE)
+        bounded_int(offset, "offset")
+        fixed: list[str] = []
+        for label in head:
+            if label == "*":
+                break
+            fixed.append(label)
+        statement = (
+            select(ITEMS.c.namespace)
+            .where(_under(tuple(fixed)), _live(self._now()))
+            .distinct()
+            .order_by(ITEMS.c.namespace)
+        )
+        found: list[Namespace] = []
+        seen: set[Namespace] = set()
+        for (stored,) in self._connection().execute(statement):
+            labels = decode_namespace(stored)
+            if head and not _namespace_matches(labels, head, at_end=False):
+                continue
+            if tail and not _namespace_matches(labels, tail, at_end=True):
+                continue
+            if max_depth is not None:
+                labels = labels[:max_depth]
+            if labels not in seen:
+                seen.add(labels)
+                found.append(labels)
+        found.sort()
+        return found[offset : offset + limit]
+
+    @operation(writes=True)
+    def purge_expired(self, *, limit: int | None = None) -> int:
+        """Delete items whose time to live ran out (at most ``limit``); how many."""
+        connection = self._connection()
+        now = self._now()
+        expired = ITEMS.c.expires_at <= now
+        if limit is None:
+            return int(connection.execute(delete(ITEMS).where(expired)).rowcount)
+        bounded_int(limit, "limit", low=1)
+        keys = connection.execute(
+            select(ITEMS.c.namespace, ITEMS.c.key).where(expired).limit(limit)
+        ).all()
+        removed = 0
+        for namespace, key in keys:
+            removed += connection.execute(
+                delete(ITEMS).where(ITEMS.c.namespace == namespace, ITEMS.c.key == key, expired)
+            ).rowcount
+        return removed
+
+
+def _checked_query(vector: Sequence[float]) -> list[float]:
+    try:
+        numbers = [float(number) for number in vector]
+    except (TypeError, ValueError):
+        raise ValidationError(
+            "query_vector must be a sequence of numbers", path="query_vector"
+        ) from None
+    if not numbers or not all(math.isfinite(number) for number in numbers):
+        raise ValidationError(
+            "query_vector must be a non-empty vector of finite numbers", path="query_vector"
+        )
+    return numbers
+
+
+def _pattern(value: object, name: str) -> Namespace:
+    if not isinstance(value, tuple | list):
+        raise ValidationError(
+            f"{name} must be a tuple of strings, got {type(value).__name__}", path=name
+        )
+    for index, label in enumerate(value):
+        if not isinstance(label, str) or not label:
+            raise ValidationError(f"{name}[{index}] must be a non-empty string", path=name)
+    return tuple(value)
+
+
+def _pick(rows: Iterable[Any], conditions: dict[str, Any], limit: int, offset: int) -> list[Any]:
+    """The page ``offset``, ``limit`` of the rows whose value meets ``conditions``."""
+    picked: list[Any] = []
+    skipped = 0
+    for row in rows:
+        if not matches(_item(row).value, conditions):
+            continue
+        if skipped < offset:
+            skipped += 1
+            continue
+        picked.append(row)
+        if len(picked) >= limit:
+            break
+    return picked

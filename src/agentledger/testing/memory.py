@@ -1,0 +1,414 @@
+"""Contract: long-term memory, items under namespaces kept across sessions."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from agentledger import ConflictError, ValidationError
+
+from .checkpoints import SettableClock, ledger_with
+from .harness import Harness, tier
+
+ADA = ("memories", "ada")
+MINUTE = timedelta(minutes=1)
+
+
+class MemoryContract:
+    """Storing, reading, searching and deleting memory items."""
+
+    async def test_a_put_item_reads_back_at_revision_1(self, harness: Harness) -> None:
+        value = {"food": "pizza", "n": [1, 2.5, None], "deep": {"ok": True}}
+        stored = await harness.ledger.memory.put(ADA, "prefs", value)
+        read = await harness.ledger.memory.get(ADA, "prefs")
+        assert read == stored
+        assert (read.namespace, read.key, read.value, read.revision) == (ADA, "prefs", value, 1)
+        assert read.created_at == read.updated_at
+        assert (read.ttl_minutes, read.expires_at, read.score) == (None, None, None)
+
+    async def test_an_item_never_stored_reads_as_none(self, harness: Harness) -> None:
+        assert await harness.ledger.memory.get(ADA, "nothing") is None
+
+    async def test_a_plain_put_overwrites_and_bumps_the_revision(self, harness: Harness) -> None:
+        memory = harness.ledger.memory
+        first = await memory.put(ADA, "prefs", {"food": "pizza"})
+        second = await memory.put(ADA, "prefs", {"food": "soup"})
+        assert (second.revision, second.created_at) == (2, first.created_at)
+        assert (await memory.get(ADA, "prefs")).value == {"food": "soup"}
+
+    async def test_delete_removes_the_item_and_says_whether_there_was_one(
+        self, harness: Harness
+    ) -> None:
+        memory = harness.ledger.memory
+        await memory.put(ADA, "prefs", {"a": 1})
+        assert await memory.delete(ADA, "prefs") is True
+        assert await memory.delete(ADA, "prefs") is False
+        assert await memory.get(ADA, "prefs") is None
+
+    async def test_a_compare_and_set_put_replaces_only_the_revision_it_read(
+        self, harness: Harness
+    ) -> None:
+        memory = harness.ledger.memory
+        read = await memory.put(ADA, "count", {"n": 1})
+        await memory.put(ADA, "count", {"n": 2}, expected_revision=read.revision)
+        with pytest.raises(ConflictError) as raised:
+            await memory.put(ADA, "count", {"n": 99}, expected_revision=read.revision)
+        assert (raised.value.reason, raised.value.expected, raised.value.actual) == ("stale", 1, 2)
+        stored = await memory.get(ADA, "count")
+        assert (stored.value, stored.revision) == ({"n": 2}, 2)
+
+    async def test_a_compare_and_set_of_an_item_not_stored_is_stale(self, harness: Harness) -> None:
+        with pytest.raises(ConflictError) as raised:
+            await harness.ledger.memory.put(ADA, "ghost", {"n": 1}, expected_revision=3)
+        assert (raised.value.reason, raised.value.actual) == ("stale", None)
+        assert await harness.ledger.memory.get(ADA, "ghost") is None
+
+    async def test_expected_revision_0_creates_only(self, harness: Harness) -> None:
+        memory = harness.ledger.memory
+        created = await memory.put(ADA, "once", {"by": "first"}, expected_revision=0)
+        with pytest.raises(ConflictError) as raised:
+            await memory.put(ADA, "once", {"by": "second"}, expected_revision=0)
+        assert raised.value.reason == "exists"
+        assert await memory.get(ADA, "once") == created
+
+    async def test_a_delete_at_a_stale_revision_is_refused(self, harness: Harness) -> None:
+        memory = harness.ledger.memory
+        await memory.put(ADA, "k", {"v": 1})
+        await memory.put(ADA, "k", {"v": 2})
+        with pytest.raises(ConflictError) as raised:
+            await memory.delete(ADA, "k", expected_revision=1)
+        assert raised.value.reason == "stale"
+        assert await memory.delete(ADA, "k", expected_revision=2) is True
+
+    async def test_labels_holding_dots_and_percents_are_namespaces_of_their_own(
+        self, harness: Harness
+    ) -> None:
+        memory = harness.ledger.memory
+        await memory.put(("a.b",), "k", {"where": "a.b"})
+        await memory.put(("a", "b"), "k", {"where": "a/b"})
+        await memory.put(("a%2Eb",), "k", {"where": "a%2Eb"})
+        assert (await memory.get(("a.b",), "k")).value == {"where": "a.b"}
+        assert (await memory.get(("a%2Eb",), "k")).value == {"where": "a%2Eb"}
+        under_a = await memory.search(("a",))
+        assert [item.namespace for item in under_a] == [("a", "b")]
+        assert await memory.list_namespaces() == [("a", "b"), ("a%2Eb",), ("a.b",)]
+
+    async def test_search_reads_a_namespace_and_those_under_it_newest_write_first(
+        self, harness: Harness
+    ) -> None:
+        memory = harness.ledger.memory
+        await memory.put(("docs",), "1", {"n": 1})
+        await memory.put(("docs", "drafts"), "2", {"n": 2})
+        await memory.put(("docsets",), "3", {"n": 3})  # a sibling sharing the text prefix
+        await memory.put(("docs",), "1", {"n": 4})  # rewritten: now the newest
+        found = await memory.search(("docs",))
+        assert [(item.key, item.value["n"]) for item in found] == [("1", 4), ("2", 2)]
+        assert len(await memory.search(())) == 3
+
+    async def test_search_pages_with_limit_and_offset(self, harness: Harness) -> None:
+        memory = harness.ledger.memory
+        for index in range(5):
+            await memory.put(("pages",), f"k{index}", {"i": index})
+        everything = [item.key for item in await memory.search(("pages",), limit=10)]
+        page = await memory.search(("pages",), limit=2, offset=1)
+        assert [item.key for item in page] == everything[1:3]
+
+    @pytest.mark.parametrize(
+        ("condition", "keys"),
+        [
+            ({"kind": "fruit"}, ["apple", "pear"]),
+            ({"kind": {"$eq": "fruit"}}, ["apple", "pear"]),
+            ({"kind": {"$ne": "fruit"}}, ["kale"]),
+            ({"price": {"$gt": 2}}, ["pear"]),
+            ({"price": {"$gte": 2}}, ["kale", "pear"]),
+            ({"price": {"$lt": 2}}, ["apple"]),
+            ({"price": {"$lte": 2, "$gt": 1}}, ["kale"]),
+            ({"origin.country": "pt"}, ["pear"]),
+            ({"kind": "fruit", "price": {"$lt": 3}}, ["apple"]),
+            ({"colour": "green"}, []),
+        ],
+        ids=["plain", "eq", "ne", "gt", "gte", "lt", "range", "nested", "and", "missing"],
+    )
+    async def test_search_filters_on_the_values_fields(
+        self, harness: Harness, condition: dict[str, Any], keys: list[str]
+    ) -> None:
+        memory = harness.ledger.memory
+        await memory.put(("food",), "apple", {"kind": "fruit", "price": 1})
+        await memory.put(("food",), "kale", {"kind": "leaf", "price": 2})
+        await memory.put(
+            ("food",), "pear", {"kind": "fruit", "price": 3, "origin": {"country": "pt"}}
+        )
+        found = await memory.search(("food",), filter=condition)
+        assert sorted(item.key for item in found) == keys
+
+    async def test_a_filtered_search_pages_over_the_matches(self, harness: Harness) -> None:
+        memory = harness.ledger.memory
+        for index in range(6):
+            await memory.put(("n",), f"k{index}", {"even": index % 2 == 0})
+        evens = [item.key for item in await memory.search(("n",), filter={"even": True})]
+        page = await memory.search(("n",), filter={"even": True}, limit=1, offset=1)
+        assert len(evens) == 3
+        assert [item.key for item in page] == evens[1:2]
+
+    async def test_search_by_meaning_orders_by_cosine_similarity(self, harness: Harness) -> None:
+        memory = harness.ledger.memory
+        await memory.put(("v",), "east", {"t": "e"}, embeddings=[("t", [1.0, 0.0])])
+        await memory.put(("v",), "north", {"t": "n"}, embeddings=[("t", [0.0, 1.0])])
+        await memory.put(
+            ("v",), "both", {"t": "b"}, embeddings=[("a", [0.0, 1.0]), ("b", [0.6, 0.8])]
+        )
+        await memory.put(("v",), "plain", {"t": "p"})
+        found = await memory.search(("v",), query_vector=[0.0, 2.0])
+        assert [item.key for item in found] == ["both", "north", "east", "plain"]
+        assert [item.score for item in found] == [pytest.approx(1.0), pytest.approx(1.0), 0.0, None]
+        only = await memory.search(("v",), query_vector=[1.0, 0.0], filter={"t": "e"})
+        assert [item.key for item in only] == ["east"]
+
+    async def test_list_namespaces_matches_prefix_suffix_and_depth(self, harness: Harness) -> None:
+        memory = harness.ledger.memory
+        for namespace in [("a", "b", "c"), ("a", "b", "d"), ("a", "x", "c"), ("z",)]:
+            await memory.put(namespace, "k", {})
+        listed = memory.list_namespaces
+        assert await listed() == [("a", "b", "c"), ("a", "b", "d"), ("a", "x", "c"), ("z",)]
+        assert await listed(prefix=("a", "b")) == [("a", "b", "c"), ("a", "b", "d")]
+        assert await listed(prefix=("a", "*", "c")) == [("a", "b", "c"), ("a", "x", "c")]
+        assert await listed(suffix=("c",)) == [("a", "b", "c"), ("a", "x", "c")]
+        assert await listed(max_depth=2) == [("a", "b"), ("a", "x"), ("z",)]
+        assert await listed(limit=2, offset=1) == [("a", "b", "d"), ("a", "x", "c")]
+
+    async def test_memories_outlive_the_sessions_of_their_user(self, harness: Harness) -> None:
+        ledger = harness.ledger
+        await ledger.sessions.create("s", app_name="app", user_id="ada")
+        await ledger.memory.put(ADA, "k", {"v": 1})
+        await ledger.sessions.delete("s")
+        assert (await ledger.memory.get(ADA, "k")).value == {"v": 1}
+
+    async def test_puts_in_a_unit_of_work_commit_with_it(self, harness: Harness) -> None:
+        with pytest.raises(RuntimeError):
+            async with harness.ledger.unit_of_work() as uow:
+                await uow.memory.put(ADA, "lost", {"v": 1})
+                raise RuntimeError("boom")
+        assert await harness.ledger.memory.get(ADA, "lost") is None
+        async with harness.ledger.unit_of_work() as uow:
+            stored = await uow.memory.put(ADA, "kept", {"v": 1})
+            assert await uow.memory.get(ADA, "kept") == stored
+        assert await harness.ledger.memory.get(ADA, "kept") == stored
+
+    @pytest.mark.parametrize(
+        ("namespace", "key", "value", "path"),
+        [
+            ((), "k", {}, "namespace"),
+            (("",), "k", {}, "namespace"),
+            (("a", 1), "k", {}, "namespace"),
+            ("memories", "k", {}, "namespace"),
+            (("nul\x00",), "k", {}, "namespace"),
+            (("x" * 513,), "k", {}, "namespace"),
+            (ADA, "", {}, "key"),
+            (ADA, "k" * 256, {}, "key"),
+            (ADA, 7, {}, "key"),
+            (ADA, "k", ["not", "an", "object"], "value"),
+            (ADA, "k", {"x": float("nan")}, "value['x']"),
+            (ADA, "k", {"x": {1, 2}}, "value['x']"),
+        ],
+        ids=[
+            "no-labels",
+            "empty-label",
+            "int-label",
+            "a-string",
+            "nul-label",
+            "too-long",
+            "empty-key",
+            "long-key",
+            "int-key",
+            "list-value",
+            "nan",
+            "set",
+        ],
+    )
+    @tier("logic")
+    async def test_a_bad_namespace_key_or_value_is_refused_naming_it(
+        self, harness: Harness, namespace: Any, key: Any, value: Any, path: str
+    ) -> None:
+        with pytest.raises(ValidationError) as raised:
+            await harness.ledger.memory.put(namespace, key, value)
+        assert raised.value.path == path
+        assert await harness.ledger.memory.list_namespaces() == []
+
+    @pytest.mark.parametrize(
+        ("options", "path"),
+        [
+            ({"ttl_minutes": 0}, "ttl_minutes"),
+            ({"ttl_minutes": -1}, "ttl_minutes"),
+            ({"ttl_minutes": float("inf")}, "ttl_minutes"),
+            ({"ttl_minutes": "5"}, "ttl_minutes"),
+            ({"embeddings": [("t", [1.0]), ("u", [1.0, 2.0])]}, "embeddings"),
+            ({"embeddings": [("t", [float("nan")])]}, "embeddings"),
+            ({"embeddings": [("t", [])]}, "embeddings"),
+            ({"embeddings": [("t",)]}, "embeddings"),
+            ({"text": "nul\x00"}, "text"),
+            ({"expected_revision": -1}, "expected_revision"),
+        ],
+        ids=[
+            "ttl-0",
+            "ttl-negative",
+            "ttl-inf",
+            "ttl-text",
+            "ragged",
+            "nan-vector",
+            "empty-vector",
+            "no-vector",
+            "nul-text",
+            "negative-revision",
+        ],
+    )
+    @tier("logic")
+    async def test_a_bad_option_of_put_is_refused_naming_it(
+        self, harness: Harness, options: dict[str, Any], path: str
+    ) -> None:
+        with pytest.raises(ValidationError) as raised:
+            await harness.ledger.memory.put(ADA, "k", {"v": 1}, **options)
+        assert raised.value.path == path
+        assert await harness.ledger.memory.get(ADA, "k") is None
+
+    @pytest.mark.parametrize(
+        ("options", "path"),
+        [
+            ({"filter": {"n": {"$in": [1]}}}, "filter"),
+            ({"filter": ["n"]}, "filter"),
+            ({"limit": -1}, "limit"),
+            ({"offset": "2"}, "offset"),
+            ({"query_vector": []}, "query_vector"),
+            ({"query_vector": ["a"]}, "query_vector"),
+        ],
+        ids=["unknown-operator", "list-filter", "negative-limit", "text-offset", "empty", "words"],
+    )
+    @tier("logic")
+    async def test_a_bad_search_is_refused_naming_what(
+        self, harness: Harness, options: dict[str, Any], path: str
+    ) -> None:
+        with pytest.raises(ValidationError) as raised:
+            await harness.ledger.memory.search(ADA, **options)
+        assert raised.value.path == path
+
+
+class MemoryExpiryContract:
+    """Times to live, with a clock the test moves."""
+
+    async def test_ttl_sets_expires_at_from_the_clock(self, harness: Harness) -> None:
+        clock = SettableClock()
+        async with ledger_with(harness, clock=clock) as ledger:
+            stored = await ledger.memory.put(ADA, "k", {"v": 1}, ttl_minutes=1.5)
+        assert (stored.ttl_minutes, stored.expires_at) == (1.5, clock.now + 1.5 * MINUTE)
+
+    async def test_an_expired_item_is_never_read(self, harness: Harness) -> None:
+        clock = SettableClock()
+        async with ledger_with(harness, clock=clock) as ledger:
+            await ledger.memory.put(ADA, "brief", {"v": 1}, ttl_minutes=1)
+            await ledger.memory.put(ADA, "lasting", {"v": 2})
+            await ledger.memory.put(("brief",), "only", {"v": 3}, ttl_minutes=1)
+            clock.advance(MINUTE)
+            assert await ledger.memory.get(ADA, "brief") is None
+            assert [item.key for item in await ledger.memory.search(ADA)] == ["lasting"]
+            assert await ledger.memory.list_namespaces() == [ADA]
+            assert await ledger.memory.delete(ADA, "brief") is False
+
+    async def test_a_refreshing_read_starts_the_time_to_live_again(self, harness: Harness) -> None:
+        clock = SettableClock()
+        async with ledger_with(harness, clock=clock) as ledger:
+            await ledger.memory.put(ADA, "k", {"v": 1}, ttl_minutes=10)
+            clock.advance(8 * MINUTE)
+            plain = await ledger.memory.get(ADA, "k")
+            refreshed = await ledger.memory.get_and_refresh(ADA, "k")
+            assert plain.expires_at == clock.now + 2 * MINUTE
+            assert refreshed.expires_at == clock.now + 10 * MINUTE
+            found = await ledger.memory.search_and_refresh(ADA)
+            assert found[0].expires_at == clock.now + 10 * MINUTE
+            clock.advance(9 * MINUTE)
+            assert (await ledger.memory.get(ADA, "k")).revision == 1
+
+    async def test_an_item_put_over_an_expired_one_is_created_anew(self, harness: Harness) -> None:
+        clock = SettableClock()
+        async with ledger_with(harness, clock=clock) as ledger:
+            await ledger.memory.put(ADA, "k", {"v": 1}, ttl_minutes=1)
+            clock.advance(2 * MINUTE)
+            again = await ledger.memory.put(ADA, "k", {"v": 2})
+            created = await ledger.memory.put(ADA, "c", {"v": 1}, ttl_minutes=1)
+            clock.advance(2 * MINUTE)
+            recreated = await ledger.memory.put(ADA, "c", {"v": 2}, expected_revision=0)
+        assert (again.created_at, again.expires_at) == (again.updated_at, None)
+        assert again.revision == 2
+        assert recreated.created_at > created.created_at
+
+    async def test_purge_expired_deletes_only_what_ran_out(self, harness: Harness) -> None:
+        clock = SettableClock()
+        async with ledger_with(harness, clock=clock) as ledger:
+            for index in range(3):
+                await ledger.memory.put(ADA, f"brief{index}", {}, ttl_minutes=1)
+            await ledger.memory.put(ADA, "lasting", {}, ttl_minutes=60)
+            clock.advance(2 * MINUTE)
+            assert await ledger.memory.purge_expired(limit=2) == 2
+            assert await ledger.memory.purge_expired() == 1
+            assert await ledger.memory.purge_expired() == 0
+            assert [item.key for item in await ledger.memory.search(ADA)] == ["lasting"]
+
+
+@tier("driver")
+class MemoryConcurrencyContract:
+    """Concurrent writers of one item."""
+
+    async def test_concurrent_plain_puts_of_one_item_all_land_one_after_another(
+        self, harness: Harness
+    ) -> None:
+        writers = 8
+        barrier = harness.barrier(writers)
+
+        async def writer(index: int) -> None:
+            await barrier.wait()
+            await harness.ledger.memory.put(ADA, "shared", {"by": index, "copy": [index] * 50})
+
+        await harness.concurrently(writers, writer)
+        final = await harness.ledger.memory.get(ADA, "shared")
+        assert final.revision == writers
+        assert final.value["copy"] == [final.value["by"]] * 50  # one writer's, whole
+
+    async def test_compare_and_set_puts_from_one_read_exactly_one_wins(
+        self, harness: Harness
+    ) -> None:
+        writers = 8
+        read = await harness.ledger.memory.put(ADA, "cas", {"by": None})
+        barrier = harness.barrier(writers)
+
+        async def writer(index: int) -> bool:
+            await barrier.wait()
+            try:
+                await harness.ledger.memory.put(
+                    ADA, "cas", {"by": index}, expected_revision=read.revision
+                )
+            except ConflictError as conflict:
+                assert conflict.reason == "stale"
+                return False
+            return True
+
+        won = await harness.concurrently(writers, writer)
+        final = await harness.ledger.memory.get(ADA, "cas")
+        assert won.count(True) == 1
+        assert (final.revision, final.value) == (2, {"by": won.index(True)})
+
+    async def test_concurrent_creates_exactly_one_wins(self, harness: Harness) -> None:
+        writers = 8
+        barrier = harness.barrier(writers)
+
+        async def writer(index: int) -> bool:
+            await barrier.wait()
+            try:
+                await harness.ledger.memory.put(ADA, "new", {"by": index}, expected_revision=0)
+            except ConflictError as conflict:
+                assert conflict.reason == "exists"
+                return False
+            return True
+
+        won = await harness.concurrently(writers, writer)
+        assert won.count(True) == 1
+        assert (await harness.ledger.memory.get(ADA, "new")).value == {"by": won.index(True)}
