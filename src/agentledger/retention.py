@@ -1,6 +1,6 @@
 """Retention: delete what is past keeping, and (on SQLite) give the space back.
 
-A policy has up to three rules, applied in this order, each in batches of their own
+A policy has up to four rules, applied in this order, each in batches of their own
 transactions, so no lock is held for long:
 
 1. ``older_than``: sessions not updated for that long go, with all their rows.
@@ -8,8 +8,11 @@ transactions, so no lock is held for long:
    checkpoints stay; older ones and expired ones go (the rule of
    ``checkpoints.prune``).
 3. ``expired_checkpoints``: expired checkpoints go (implied by rule 2 when given).
+4. ``expired_memories``: long-term memory items past their time to live go (what
+   LangGraph's store sweeper runs).
 
-``app_name`` and ``user_id`` limit every rule to those sessions. ``plan_purge``
+``app_name`` and ``user_id`` limit the session and checkpoint rules to those sessions
+(memory items belong to no session, so they cannot be combined with rule 4). ``plan_purge``
 lists exactly what ``purge`` would delete at that moment and changes nothing;
 ``purge`` deletes it, re-checking each row under its session's lock, and lists what
 went. Both stream the items to ``on_item`` and return the totals.
@@ -34,6 +37,7 @@ from ._host import Host
 from .errors import ValidationError
 from .records import CheckpointInfo, Record, SessionSelection, SessionSummary
 from .repositories.checkpoints import CheckpointRepository
+from .repositories.memory import MemoryRepository
 from .repositories.sessions import SessionRepository
 
 DEFAULT_BATCH = 500
@@ -78,17 +82,21 @@ def sqlite_vacuum(connection: Connection) -> None:
 
 
 class PurgeItem(Record):
-    """One thing a purge deletes: a session (with all its rows) or a checkpoint."""
+    """One thing a purge deletes: a session (with all its rows), a checkpoint, or a
+    memory item."""
 
-    kind: Literal["session", "checkpoint"]
+    kind: Literal["session", "checkpoint", "memory"]
     id: str
-    """The session's id, or the checkpoint's ref."""
-    session_id: str
+    """The session's id, the checkpoint's ref, or the memory item's key."""
+    session_id: str | None
+    """The session of a session or checkpoint; None for a memory item."""
     reason: Reason
     """``older_than`` (a session not updated since the cutoff), ``expired`` (a
-    checkpoint past its expiry) or ``beyond_keep`` (older than the newest K)."""
+    checkpoint or memory item past its expiry) or ``beyond_keep`` (older than the
+    newest K)."""
     at: datetime
-    """When the session was last updated, or when the checkpoint was saved."""
+    """When the session was last updated, the checkpoint saved, or the memory item
+    last written."""
     title: str | None = None
     """The session's title, or its opening user message."""
     messages: int = 0
@@ -98,6 +106,8 @@ class PurgeItem(Record):
     expires_at: datetime | None = None
     size: int | None = None
     """The checkpoint payload's size in bytes."""
+    namespace: tuple[str, ...] | None = None
+    """The memory item's namespace."""
 
 
 class PurgeReport(Record):
@@ -115,6 +125,8 @@ class PurgeReport(Record):
     """Messages of the deleted sessions."""
     steps: int
     """Steps of the deleted sessions."""
+    memories: int = 0
+    """Memory items deleted by the ``expired_memories`` rule."""
     sqlite_free_bytes: int | None = None
     """SQLite, after a purge: bytes of free pages inside the file, which ``vacuum``
     gives back to the file system; None elsewhere and for a plan."""
@@ -132,14 +144,15 @@ ItemCallback = Callable[[PurgeItem], None]
 
 @dataclass(frozen=True)
 class PurgePolicy:
-    """What a purge deletes: any of three rules, limited to one app's or one user's
-    sessions (see the module docstring). Checked when made (ValidationError naming the
+    """What a purge deletes: any of four rules, the first three limited to one app's or
+    one user's sessions (see the module docstring). Checked when made (ValidationError naming the
     option), so a bad policy is refused before anything is read.
 
     Attributes:
         older_than: sessions not updated for this long go, with all their rows.
         expired_checkpoints: expired checkpoints go.
         keep_checkpoints: in each session, only the newest K unexpired checkpoints stay.
+        expired_memories: long-term memory items past their time to live go.
         app_name: only this app's sessions.
         user_id: only this user's sessions.
     """
@@ -147,6 +160,7 @@ class PurgePolicy:
     older_than: timedelta | None = None
     expired_checkpoints: bool = False
     keep_checkpoints: int | None = None
+    expired_memories: bool = False
     app_name: str | None = None
     user_id: str | None = None
 
@@ -160,13 +174,24 @@ class PurgePolicy:
             )
         if self.keep_checkpoints is not None:
             bounded_int(self.keep_checkpoints, "keep_checkpoints")
-        if not isinstance(self.expired_checkpoints, bool):
+        for flag in ("expired_checkpoints", "expired_memories"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ValidationError(f"{flag} must be True or False", path=flag)
+        if (
+            older_than is None
+            and self.keep_checkpoints is None
+            and not self.expired_checkpoints
+            and not self.expired_memories
+        ):
             raise ValidationError(
-                "expired_checkpoints must be True or False", path="expired_checkpoints"
+                "nothing to purge: give older_than, expired_checkpoints, keep_checkpoints "
+                "or expired_memories"
             )
-        if older_than is None and self.keep_checkpoints is None and not self.expired_checkpoints:
+        if self.expired_memories and (self.app_name is not None or self.user_id is not None):
             raise ValidationError(
-                "nothing to purge: give older_than, expired_checkpoints or keep_checkpoints"
+                "expired_memories: memory items belong to no app or user session; purge "
+                "them in a policy without app_name and user_id",
+                path="expired_memories",
             )
         for name in ("app_name", "user_id"):
             value = getattr(self, name)
@@ -180,6 +205,7 @@ class _Tally:
     checkpoints: int = 0
     messages: int = 0
     steps: int = 0
+    memories: int = 0
 
 
 class _Purge:
@@ -211,6 +237,8 @@ class _Purge:
             self._surplus_checkpoints(self._policy.keep_checkpoints)
         elif self._policy.expired_checkpoints:
             self._expired_checkpoints()
+        if self._policy.expired_memories:
+            self._expired_memories()
         return PurgeReport(
             applied=self._apply,
             now=self.now,
@@ -349,6 +377,37 @@ class _Purge:
                 size=info.size,
             )
         )
+
+    # -- rule 4: expired memory items ------------------------------------------------------
+
+    def _expired_memories(self) -> None:
+        position: tuple[datetime, tuple[str, ...], str] | None = None
+        while True:
+            with self._ledger._transaction(writes=self._apply) as work:
+                memory = MemoryRepository(work)
+                rows = memory.expired(after=position, limit=self._batch)
+                doomed = rows
+                if self._apply and rows:
+                    gone = set(memory.delete_expired([(row.namespace, row.key) for row in rows]))
+                    doomed = [row for row in rows if (row.namespace, row.key) in gone]
+            for row in doomed:
+                self.tally.memories += 1
+                self._emit(
+                    PurgeItem(
+                        kind="memory",
+                        id=row.key,
+                        session_id=None,
+                        reason="expired",
+                        at=row.updated_at,
+                        expires_at=row.expires_at,
+                        namespace=row.namespace,
+                    )
+                )
+            if len(rows) < self._batch:
+                return
+            last = rows[-1]
+            assert last.expires_at is not None
+            position = (last.expires_at, last.namespace, last.key)
 
     def _free_bytes(self) -> int | None:
         with self._ledger._connection() as connection:

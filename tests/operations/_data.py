@@ -54,7 +54,7 @@ def ledger_at(url: URL | str, clock: Clock | None = None) -> Iterator[Ledger]:
 def populate(ledger: Ledger, *, prefix: str = "s") -> None:
     """Sessions covering every column: unicode, big ints, -0.0, times with offsets,
     replaced conversations (seq gaps), grants with expiry, checkpoints with lineage,
-    external keys; app and user state."""
+    external keys; app and user state; memory items (a dotted label, vectors, a TTL)."""
     rich = ledger.sessions.create(
         f"{prefix}-rich",
         app_name="app.one",
@@ -107,6 +107,16 @@ def populate(ledger: Ledger, *, prefix: str = "s") -> None:
     )
     ledger.app_state.merge("app.one", {"set": {"k": STATE}})  # JSONB too, like STATE
     ledger.user_state.merge("app.two", "user-2", {"set": {"n": 2**62, "ü": [True, None]}})
+    memories = ("memories", f"ädä.{prefix}", "50%")  # a dot and a percent in labels
+    ledger.memory.put(memories, "prefs ✓", {"k": STATE, "nested": AWKWARD["nested"]})
+    ledger.memory.put(
+        memories,
+        "vectors",
+        {"text": "trains"},
+        text="likes trains",
+        ttl_minutes=60 * 24 * 3650.5,
+        embeddings=[("text", [0.25, -1.5, 3.0]), ("text", [1e-3, 0.0, -0.0])],
+    )
     ledger.grants.grant(f"{prefix}-rich", "tool:search", granted_by="ünïcode user")
     ledger.grants.grant(
         f"{prefix}-rich", "shell:rm -rf /tmp/x ✓", expires_at=START + timedelta(days=365)

@@ -175,7 +175,7 @@ def test_export_to_a_file_says_what_it_wrote(
     assert out == (
         "exported 3 sessions, 3 messages, 3 steps, 1 grant, 1 checkpoint, "
         "0 langgraph_checkpoints, 0 langgraph_blobs, 0 langgraph_writes, 0 app_states, "
-        f"0 user_states to {file}\n"
+        f"0 user_states, 0 memory_items to {file}\n"
     )
     assert err == ""  # no progress: stderr is not a terminal
     assert json.loads(file.read_text().splitlines()[-1])["end"]["sessions"] == 3
@@ -321,10 +321,35 @@ def test_purge_of_checkpoints_and_vacuum(db: str, capsys: pytest.CaptureFixture[
     assert snapshot(db)["agentledger_checkpoints"] == []
 
 
+def test_purge_of_expired_memories_lists_then_deletes_them(
+    db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Written two hours ago by the ledger's clock, for one minute: expired now.
+    clock = Clock(datetime.now(UTC) - timedelta(hours=2))
+    with ledger_at(db, clock) as ledger:
+        ledger.memory.put(("memories", "ada"), "food", {"likes": "soup"}, ttl_minutes=1)
+        ledger.memory.put(("memories", "ada"), "kept", {"likes": "trains"})
+    command = ["purge", "--url", db, "--expired-memories"]
+
+    assert main([*command, "--dry-run"]) == EXIT_OK
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("memory      memories/ada food  expired  written ")
+    assert out[-1] == (
+        "dry run: would delete 0 sessions (0 messages, 0 steps), 0 checkpoints and "
+        "1 memory item; nothing was changed"
+    )
+    assert main(command) == EXIT_OK
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "deleted 0 sessions (0 messages, 0 steps), 0 checkpoints and 1 memory item"
+    )
+    assert [row["key"] for row in snapshot(db)["agentledger_memory_items"]] == ["kept"]
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
         ([], "say what to purge"),
+        (["--expired-memories", "--user", "ada"], "leave out --user and --app"),
         (["--older-than", "30 days"], "expected a duration such as 30d"),
         (["--older-than", "30d", "--dry-run", "--vacuum"], "leave it out of a --dry-run"),
         (["--keep-checkpoints", "-1"], "keep_checkpoints must be an int from 0"),

@@ -47,8 +47,8 @@ def _lines(*items: dict[str, object]) -> str:
     return "".join(json.dumps(item) + "\n" for item in items)
 
 
-def test_the_format_is_version_3_with_langgraph_tables_after_2() -> None:
-    assert FORMAT_VERSION == 3
+def test_the_format_is_version_4_with_memory_items_after_3() -> None:
+    assert FORMAT_VERSION == 4
 
 
 def test_a_version_1_file_imports_with_no_external_keys(tmp_path: Path) -> None:

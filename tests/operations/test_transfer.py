@@ -11,6 +11,7 @@ import os
 import stat
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy.engine import URL
@@ -88,6 +89,7 @@ def test_a_round_trip_through_a_file_reproduces_every_row(source: str, tmp_path:
         "agentledger_langgraph_checkpoints": 2,
         "agentledger_langgraph_blobs": 3,
         "agentledger_langgraph_writes": 2,
+        "agentledger_memory_items": 2,
     }
 
 
@@ -114,6 +116,7 @@ def test_importing_twice_changes_nothing(source: str, tmp_path: Path, dialect: s
         "app_states": 1,
         "user_states": 1,
         **{"langgraph_checkpoints": 2, "langgraph_blobs": 3, "langgraph_writes": 2},
+        "memory_items": 2,
     }
 
 
@@ -206,11 +209,13 @@ def test_export_of_one_session_or_a_user_holds_only_their_rows(source: str, tmp_
         **{"sessions": 1, "messages": 2, "steps": 2, "grants": 2, "checkpoints": 3},
         **{"app_states": 0, "user_states": 0},  # none when sessions are chosen by id
         **{"langgraph_checkpoints": 2, "langgraph_blobs": 3, "langgraph_writes": 2},
+        "memory_items": 0,  # memories belong to no session
     }
     assert user.rows == {
         **{"sessions": 3, "messages": 3, "steps": 6, "grants": 0, "checkpoints": 0},
         **{"app_states": 0, "user_states": 1},  # the user's state, not the app's
         **{"langgraph_checkpoints": 0, "langgraph_blobs": 0, "langgraph_writes": 0},
+        "memory_items": 0,  # nor to a user's sessions
     }
     kinds = [next(iter(json.loads(line))) for line in (tmp_path / "user.jsonl").open()]
     assert kinds[0] == "agentledger_export" and kinds[-1] == "end"
@@ -226,7 +231,7 @@ def test_every_line_of_an_export_is_one_json_object_in_order(source: str, tmp_pa
         ledger.transfer.export_jsonl(stream, batch=2)
     lines = [json.loads(line) for line in stream.getvalue().splitlines()]
     header = lines[0]["agentledger_export"]
-    assert header["version"] == 3
+    assert header["version"] == 4
     assert header["schema_revision"] == migrations.head()
     assert header["source"] == "sqlite"
     seen_sessions: set[str] = set()
@@ -234,7 +239,7 @@ def test_every_line_of_an_export_is_one_json_object_in_order(source: str, tmp_pa
         ((kind, row),) = line.items()
         if kind == "session":
             seen_sessions.add(row["id"])
-        elif kind in ("app_state", "user_state"):
+        elif kind in ("app_state", "user_state", "memory_item"):
             assert seen_sessions == {"s-rich", "s-empty", "s-many-0", "s-many-1", "s-many-2"}
         else:
             assert row["session_id"] in seen_sessions, "a row before its session"
@@ -243,6 +248,7 @@ def test_every_line_of_an_export_is_one_json_object_in_order(source: str, tmp_pa
             **{"sessions": 5, "messages": 5, "steps": 8, "grants": 2, "checkpoints": 3},
             **{"app_states": 1, "user_states": 1},
             **{"langgraph_checkpoints": 2, "langgraph_blobs": 3, "langgraph_writes": 2},
+            "memory_items": 2,
         }
     }
     step = next(line["step"] for line in lines if "step" in line and line["step"]["run_id"])
@@ -325,6 +331,68 @@ def test_a_row_that_breaks_the_rules_is_refused_before_any_write(
     assert counts(snapshot(target))["agentledger_sessions"] == 0
 
 
+def _memory_lines(source: str) -> list[dict[str, Any]]:
+    """The export of ``source`` as parsed lines (its memory items among them)."""
+    stream = io.StringIO()
+    with ledger_at(source) as ledger:
+        ledger.transfer.export_jsonl(stream)
+    return [json.loads(line) for line in stream.getvalue().splitlines()]
+
+
+def test_a_memory_item_stored_otherwise_is_reported_and_the_stored_one_kept(
+    source: str, tmp_path: Path
+) -> None:
+    file = tmp_path / "out.jsonl"
+    _export(source, file)
+    target = _migrated_sqlite(tmp_path, "target.db")
+    _import(target, file)
+    namespace = ("memories", "ädä.s", "50%")
+    with ledger_at(target) as ledger:
+        ledger.memory.put(namespace, "prefs ✓", {"changed": "here"})
+
+        report = ledger.transfer.import_jsonl(file)
+
+        assert ledger.memory.get(namespace, "prefs ✓").value == {"changed": "here"}
+    assert [(c.kind, c.key) for c in report.conflicts] == [
+        ("memory_item", "memory_item ('memories.ädä%2Es.50%25', 'prefs ✓')")
+    ]
+    assert report.tables["memory_items"].unchanged == 1
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("namespace", "memories..ada", "labels cannot be"),
+        ("namespace", "", "cannot be empty"),
+        ("key", "k" * 256, "over the limit of 255"),
+        ("value", [1], "must be a JSON object"),
+        ("ttl_minutes", 0, "must be a number above 0"),
+        ("embeddings", "AAAA", "one path per vector"),
+        ("embedding_paths", None, "one path per vector"),
+    ],
+)
+def test_a_memory_item_that_breaks_the_rules_is_refused_before_any_write(
+    source: str, tmp_path: Path, field: str, value: object, message: str
+) -> None:
+    lines = _memory_lines(source)
+    item = next(line["memory_item"] for line in lines if "memory_item" in line)
+    if field in ("embeddings", "embedding_paths"):
+        item = next(
+            line["memory_item"]
+            for line in lines
+            if "memory_item" in line and line["memory_item"]["embeddings"]
+        )
+    item[field] = value
+    file = tmp_path / "bad.jsonl"
+    file.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
+    target = _migrated_sqlite(tmp_path, "target.db")
+
+    with ledger_at(target) as ledger, pytest.raises(ValidationError, match=message):
+        ledger.transfer.import_jsonl(file)
+
+    assert counts(snapshot(target))["agentledger_memory_items"] == 0
+
+
 def test_a_newer_format_is_refused_with_what_to_do(tmp_path: Path) -> None:
     file = tmp_path / "new.jsonl"
     newer = FORMAT_VERSION + 1
@@ -396,8 +464,8 @@ def test_export_import_copy_and_purge_work_in_a_postgresql_schema(
         migrations.upgrade(url, schema="ledger_a")
         migrations.upgrade(url, schema="ledger_b")
         with Ledger(url, schema="ledger_a") as a, Ledger(url, schema="ledger_b") as b:
-            assert a.transfer.import_jsonl(file).inserted == 32
-            assert a.transfer.copy_to(b).inserted == 32
+            assert a.transfer.import_jsonl(file).inserted == 34
+            assert a.transfer.copy_to(b).inserted == 34
             stream = io.StringIO()
             assert b.transfer.export_jsonl(stream).rows["steps"] == 8
             assert b.retention.purge(PurgePolicy(keep_checkpoints=0)).checkpoints == 3

@@ -1,5 +1,5 @@
-"""``agentledger purge``: retention rules (old sessions, expired and surplus checkpoints),
-a dry run, and SQLite's VACUUM, over ``agentledger.retention``."""
+"""``agentledger purge``: retention rules (old sessions, expired and surplus checkpoints,
+expired memories), a dry run, and SQLite's VACUUM, over ``agentledger.retention``."""
 
 from __future__ import annotations
 
@@ -33,10 +33,10 @@ def add_purge_group(groups: Groups) -> None:
     """Add ``purge``."""
     purge = groups.add_parser(
         "purge",
-        help="delete old sessions and checkpoints (retention)",
+        help="delete old sessions, checkpoints and memories (retention)",
         description="Delete sessions not updated for a while (with all their rows), expired "
-        "checkpoints, and checkpoints beyond the newest K of each session. --dry-run lists "
-        "what would go and changes nothing.",
+        "checkpoints, checkpoints beyond the newest K of each session, and long-term memory "
+        "items past their time to live. --dry-run lists what would go and changes nothing.",
     )
     add_connection_options(purge)
     add_timeout_options(purge)
@@ -51,6 +51,11 @@ def add_purge_group(groups: Groups) -> None:
         type=int,
         metavar="K",
         help="keep the newest K unexpired checkpoints of each session (expired ones go too)",
+    )
+    purge.add_argument(
+        "--expired-memories",
+        action="store_true",
+        help="long-term memory items past their time to live (not with --user or --app)",
     )
     purge.add_argument("--user", metavar="USER", help="only sessions of this user_id")
     purge.add_argument("--app", metavar="APP", help="only sessions of this app_name")
@@ -68,14 +73,25 @@ def _purge(args: argparse.Namespace) -> int:
         "older_than": _age(args.older_than) if args.older_than else None,
         "expired_checkpoints": args.checkpoints_expired,
         "keep_checkpoints": args.keep_checkpoints,
+        "expired_memories": args.expired_memories,
         "app_name": args.app,
         "user_id": args.user,
     }
-    has_rule = args.older_than or args.checkpoints_expired or args.keep_checkpoints is not None
+    has_rule = (
+        args.older_than
+        or args.checkpoints_expired
+        or args.keep_checkpoints is not None
+        or args.expired_memories
+    )
     if not has_rule and not args.vacuum:
         raise UsageError(
-            "say what to purge: --older-than AGE, --checkpoints-expired, --keep-checkpoints K "
-            "(or --vacuum alone)"
+            "say what to purge: --older-than AGE, --checkpoints-expired, --keep-checkpoints K, "
+            "--expired-memories (or --vacuum alone)"
+        )
+    if args.expired_memories and (args.user or args.app):
+        raise UsageError(
+            "--expired-memories: memory items belong to no user's or app's session; "
+            "leave out --user and --app"
         )
     if args.vacuum and args.dry_run:
         raise UsageError("--vacuum changes the file; leave it out of a --dry-run")
@@ -115,11 +131,14 @@ def _purge_rules(ledger: Ledger, args: argparse.Namespace, rules: dict[str, Any]
 
         run = ledger.retention.plan_purge if args.dry_run else ledger.retention.purge
         report = run(retention.PurgePolicy(**rules), batch=args.batch, on_item=on_item)
-    what = (
+    parts = [
         f"{count(report.sessions, 'session')} ({count(report.messages, 'message')}, "
-        f"{count(report.steps, 'step')}) and "
-        f"{count(report.checkpoints, 'checkpoint')}"
-    )
+        f"{count(report.steps, 'step')})",
+        count(report.checkpoints, "checkpoint"),
+    ]
+    if rules["expired_memories"]:
+        parts.append(count(report.memories, "memory item"))
+    what = ", ".join(parts[:-1]) + " and " + parts[-1]
     if not report.applied:
         say(f"dry run: would delete {what}; nothing was changed")
         return
@@ -140,6 +159,12 @@ def _purge_line(item: retention.PurgeItem) -> str:
             f"{count(item.messages, 'message')}, {count(item.steps, 'step')}{title}"
         )
     expires = format_time(item.expires_at) if item.expires_at else "never"
+    if item.kind == "memory":
+        namespace = "/".join(item.namespace or ())
+        return (
+            f"memory      {namespace} {item.id}  {item.reason}  "
+            f"written {format_time(item.at)}  expired {expires}"
+        )
     return (
         f"checkpoint  {item.id}  {item.reason}  session {item.session_id} seq {item.seq}  "
         f"created {format_time(item.at)}  expires {expires}  {byte_size(item.size or 0)}"

@@ -965,8 +965,8 @@ class AsyncMemoryRepository:
     ) -> list[MemoryItem]:
         """Items under ``namespace_prefix`` (the namespace and every one below it; all
         items for ``()``) that meet ``filter``, newest write first; with
-        ``query_vector``, closest first by their ``score`` (items without vectors
-        last, unscored). Reading does not refresh times to live
+        ``query_vector``, closest first by their ``score`` (only items with a vector of
+        the query's length). Reading does not refresh times to live
         (``search_and_refresh`` does).
 
         Raises:
@@ -1025,9 +1025,24 @@ class AsyncMemoryRepository:
             offset=offset,
         )
 
-    async def purge_expired(self, *, limit: int | None = None) -> int:
-        """Delete items whose time to live ran out (at most ``limit``); how many."""
-        return await self._run(self._proxied.purge_expired, limit=limit)
+    async def expired(
+        self, *, after: tuple[datetime, Sequence[str], str] | None = None, limit: int = 500
+    ) -> list[MemoryItem]:
+        """Items whose time to live ran out, by expiry, namespace and key, after the
+        position ``after`` (the last item's ``(expires_at, namespace, key)``): what
+        retention's ``expired_memories`` rule lists, a page at a time.
+
+        Raises:
+            ValidationError: a bad position or limit.
+        """
+        return await self._run(self._proxied.expired, after=after, limit=limit)
+
+    async def delete_expired(
+        self, items: Sequence[tuple[Sequence[str], str]]
+    ) -> list[tuple[Namespace, str]]:
+        """Delete those of ``items`` (namespace, key pairs) still expired now (one
+        refreshed or rewritten since it was listed stays); those deleted, in order."""
+        return await self._run(self._proxied.delete_expired, items)
 
 
 class AsyncLangGraphRepository:

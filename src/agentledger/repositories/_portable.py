@@ -9,15 +9,17 @@ Not carried: surrogate keys (``id`` of messages, steps and grants: database-loca
 meaningless elsewhere), ``capability_hash`` and ``external_key_hash`` (derived from the
 capability, and from a session's scope and key). Rows are matched on their natural keys
 instead: a session's id, (session, seq), a checkpoint's ref, (session, capability), an
-app state's app_name, a user state's (app_name, user_id), and for LangGraph's tables
-their primary keys. Binary columns (LangGraph's serialized values) travel as base64
-text in a file and as bytes in a copy.
+app state's app_name, a user state's (app_name, user_id), a memory item's (namespace,
+key), and for LangGraph's tables their primary keys. Binary columns (LangGraph's
+serialized values, memory vectors) travel as base64 text in a file and as bytes in a
+copy.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -28,6 +30,7 @@ from sqlalchemy import (
     BigInteger,
     Column,
     ColumnElement,
+    Double,
     Integer,
     LargeBinary,
     Row,
@@ -48,6 +51,7 @@ from ..models import (
     AgentLangGraphBlob,
     AgentLangGraphCheckpoint,
     AgentLangGraphWrite,
+    AgentMemoryItem,
     AgentMessage,
     AgentSession,
     AgentStep,
@@ -56,6 +60,7 @@ from ..models import (
 from ..models.types import UTCDateTime, json_text
 from ..records import SESSION_STATUSES, CheckpointPayload, Record, RunSummary
 from .grants import capability_hash
+from .memory import checked_namespace, decode_namespace
 from .sessions import external_key_hash
 
 _INT32 = 2**31
@@ -65,7 +70,7 @@ _NOT_CARRIED = {
     "agentledger_sessions": {"external_key_hash"},
 }
 _ID_COLUMNS = {"id", "session_id", "run_id"}
-_NON_EMPTY = {"capability", "app_name", "user_id", "external_key"}
+_NON_EMPTY = {"capability", "app_name", "user_id", "external_key", "namespace", "key"}
 _REF_COLUMNS = {"ref", "parent_ref", "latest_checkpoint_ref"}
 _MAX_REF = 64
 _TEXT_LIMITS = Limits(max_value_bytes=2**31 - 1)
@@ -217,8 +222,16 @@ SESSION_SPECS: tuple[TableSpec, ...] = (
 )
 """Sessions and the tables that hang off them, parents first."""
 CHILDREN: tuple[TableSpec, ...] = SESSION_SPECS[1:]
-SCOPED: tuple[TableSpec, ...] = (APP_STATE, USER_STATE)
-"""App and user state: rows of their own, not of a session (export format 2)."""
+MEMORY_ITEMS = _spec(
+    "memory_item",
+    AgentMemoryItem,
+    key=("namespace", "key"),
+    order=("namespace", "key"),
+    objects=("value",),
+)
+SCOPED: tuple[TableSpec, ...] = (APP_STATE, USER_STATE, MEMORY_ITEMS)
+"""App and user state (export format 2) and memory items (format 4): rows of their
+own, not of a session."""
 SPECS: tuple[TableSpec, ...] = SESSION_SPECS + SCOPED
 """Every table, in the order rows are written in."""
 BY_KIND: dict[str, TableSpec] = {spec.kind: spec for spec in SPECS}
@@ -287,12 +300,37 @@ def checked(
     row = {name: check(values[name], where, limits) for name, check in checks.items()}
     if spec is GRANTS:
         row["capability_hash"] = capability_hash(row["capability"])
+    if spec is MEMORY_ITEMS:
+        _check_memory_item(row, where)
     if spec is SESSIONS:
         key = row["external_key"]
         row["external_key_hash"] = (
             None if key is None else external_key_hash(row["app_name"], row["user_id"], key)
         )
     return row
+
+
+def _check_memory_item(row: dict[str, Any], where: str) -> None:
+    """What the columns of a memory item mean together: a namespace of non-empty labels,
+    and as many vectors of one length as embedded paths."""
+    try:
+        checked_namespace(decode_namespace(row["namespace"]))
+    except ValidationError as error:
+        raise ValidationError(f"{where}: memory_item.namespace: {error}") from None
+    paths, vectors = row["embedding_paths"], row["embeddings"]
+    if paths is None and vectors is None:
+        return
+    if (
+        type(paths) is not list
+        or not paths
+        or not all(type(path) is str for path in paths)
+        or vectors is None
+        or len(vectors) % (4 * len(paths))
+    ):
+        raise ValidationError(
+            f"{where}: memory_item.embedding_paths must list one path per vector of "
+            "memory_item.embeddings (float32, all of one length), or both be null"
+        )
 
 
 def _raise_columns(spec: TableSpec, values: object, names: list[str], where: str) -> None:
@@ -330,7 +368,7 @@ def _check_for(spec: TableSpec, column: Column[Any]) -> _Check:
             name in spec.objects,
             name in _NULLABLE_OBJECTS,
             spec.max_bytes.get(name),
-            jsonb=name == "state",
+            jsonb=name in ("state", "value"),
         )
         record = _RECORD_COLUMNS.get(label)
         return json_check if record is None else _record_check(label, json_check, record)
@@ -338,6 +376,8 @@ def _check_for(spec: TableSpec, column: Column[Any]) -> _Check:
         inner: _Check = _time_check(label)
     elif isinstance(column.type, LargeBinary):
         inner = _bytes_check(label)
+    elif isinstance(column.type, Double):
+        inner = _minutes_check(label)
     elif isinstance(column.type, Integer):
         bound = _INT64 if isinstance(column.type, BigInteger) else _INT32
         inner = _int_check(label, bound, low=-bound if name in _SIGNED else 0)
@@ -387,6 +427,15 @@ def _int_check(label: str, bound: int, *, low: int) -> _Check:
                 f"({low:,} to {bound - 1:,}), got {value!r}"
             )
         return value
+
+    return check
+
+
+def _minutes_check(label: str) -> _Check:
+    def check(value: Any, where: str, _limits: Limits) -> float:
+        if type(value) in (int, float) and math.isfinite(value) and value > 0:
+            return float(value)
+        raise ValidationError(f"{where}: {label} must be a number above 0, got {value!r}")
 
     return check
 

@@ -8,8 +8,8 @@ only, ``n`` replaces only revision ``n``, else ``ConflictError`` (``exists`` or
 ``stale``). An item may live for ``ttl_minutes`` from its last write, or from its last
 read where reads refresh it; once expired it is never read again, and retention
 purges it. ``search`` reads a namespace and everything under it, newest write first,
-filtered on the values' fields, or by meaning when the items carry vectors (exact
-cosine scoring over every stored vector, on every database). ``list_namespaces``
+filtered on the values' fields, or by meaning among the items that carry vectors
+(exact cosine scoring over every stored vector, on every database). ``list_namespaces``
 lists the namespaces stored, matched by prefix and suffix (``*`` a wildcard label) and
 cut to a depth.
 
@@ -623,8 +623,8 @@ class MemoryRepository(Repository):
     ) -> list[MemoryItem]:
         """Items under ``namespace_prefix`` (the namespace and every one below it; all
         items for ``()``) that meet ``filter``, newest write first; with
-        ``query_vector``, closest first by their ``score`` (items without vectors
-        last, unscored). Reading does not refresh times to live
+        ``query_vector``, closest first by their ``score`` (only items with a vector of
+        the query's length). Reading does not refresh times to live
         (``search_and_refresh`` does).
 
         Raises:
@@ -693,9 +693,9 @@ class MemoryRepository(Repository):
                 (row.namespace, row.key),
             )
             usable = [vector for vector in vectors if len(vector) == len(query)]
-            score = max((_cosine(query, norm, vector) for vector in usable), default=None)
-            scored.append((score, row))
-        scored.sort(key=lambda pair: (pair[0] is None, -(pair[0] or 0.0)))
+            if usable:
+                scored.append((max(_cosine(query, norm, vector) for vector in usable), row))
+        scored.sort(key=lambda pair: -(pair[0] or 0.0))
         page = scored[offset : offset + limit]
         scores = [score for score, _ in page]
         return self._found([row for _, row in page], scores, now, refresh)
@@ -767,24 +767,53 @@ class MemoryRepository(Repository):
         found.sort()
         return found[offset : offset + limit]
 
+    @operation(writes=False)
+    def expired(
+        self, *, after: tuple[datetime, Sequence[str], str] | None = None, limit: int = 500
+    ) -> list[MemoryItem]:
+        """Items whose time to live ran out, by expiry, namespace and key, after the
+        position ``after`` (the last item's ``(expires_at, namespace, key)``): what
+        retention's ``expired_memories`` rule lists, a page at a time.
+
+        Raises:
+            ValidationError: a bad position or limit.
+        """
+        bounded_int(limit, "limit", low=1, high=MAX_PAGE)
+        expired = and_(ITEMS.c.expires_at.is_not(None), ITEMS.c.expires_at <= self._now())
+        statement = _COLUMNS.where(expired)
+        if after is not None:
+            at, namespace, key = after
+            position = _key_of(namespace, key)
+            statement = statement.where(
+                or_(
+                    ITEMS.c.expires_at > at,
+                    and_(
+                        ITEMS.c.expires_at == at,
+                        or_(
+                            ITEMS.c.namespace > position.stored,
+                            and_(ITEMS.c.namespace == position.stored, ITEMS.c.key > position.key),
+                        ),
+                    ),
+                )
+            )
+        ordered = statement.order_by(ITEMS.c.expires_at, ITEMS.c.namespace, ITEMS.c.key)
+        return [_item(row) for row in self._connection().execute(ordered.limit(limit))]
+
     @operation(writes=True)
-    def purge_expired(self, *, limit: int | None = None) -> int:
-        """Delete items whose time to live ran out (at most ``limit``); how many."""
-        connection = self._connection()
+    def delete_expired(
+        self, items: Sequence[tuple[Sequence[str], str]]
+    ) -> list[tuple[Namespace, str]]:
+        """Delete those of ``items`` (namespace, key pairs) still expired now (one
+        refreshed or rewritten since it was listed stays); those deleted, in order."""
         now = self._now()
-        expired = ITEMS.c.expires_at <= now
-        if limit is None:
-            return int(connection.execute(delete(ITEMS).where(expired)).rowcount)
-        bounded_int(limit, "limit", low=1)
-        keys = connection.execute(
-            select(ITEMS.c.namespace, ITEMS.c.key).where(expired).limit(limit)
-        ).all()
-        removed = 0
-        for namespace, key in keys:
-            removed += connection.execute(
-                delete(ITEMS).where(ITEMS.c.namespace == namespace, ITEMS.c.key == key, expired)
-            ).rowcount
-        return removed
+        expired = and_(ITEMS.c.expires_at.is_not(None), ITEMS.c.expires_at <= now)
+        connection = self._connection()
+        deleted: list[tuple[Namespace, str]] = []
+        for namespace, key in items:
+            found = _key_of(namespace, key)
+            if connection.execute(delete(ITEMS).where(_where(found), expired)).rowcount:
+                deleted.append((found.namespace, found.key))
+        return deleted
 
 
 def _checked_query(vector: Sequence[float]) -> list[float]:

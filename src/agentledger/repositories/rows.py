@@ -242,13 +242,16 @@ def _by_bytes(rows: list[Row[Any]]) -> Iterator[list[Row[Any]]]:
 def _scoped_conditions(
     spec: TableSpec, selection: SessionSelection
 ) -> list[ColumnElement[bool]] | None:
-    """The app or user state rows ``selection`` picks (None: none, when it picks
-    sessions by id, or a user's rows of the app state table)."""
+    """The app or user state or memory rows ``selection`` picks (None: none, when it
+    picks sessions by id, a user's rows of the app state table, or an app's or user's
+    memory items, which belong to neither)."""
     if selection.session_ids is not None:
         return None
     table = spec.table
     found: list[ColumnElement[bool]] = []
     if selection.app_name is not None:
+        if "app_name" not in table.c:  # memory items belong to no app
+            return None
         found.append(table.c.app_name == selection.app_name)
     if selection.user_id is not None:
         if "user_id" not in table.c:

@@ -45,23 +45,25 @@ class Transfer:
     """Export, import and copy of one ledger's rows, every table, streamed in pages of
     whole sessions: memory stays the same whatever the size of the database.
 
-    **The export format** (version 3) is UTF-8 JSON Lines, one JSON object per line,
+    **The export format** (version 4) is UTF-8 JSON Lines, one JSON object per line,
     each with a single key naming what the line holds: first the header
-    ``{"agentledger_export": {"version": 3, "schema_revision": ..., "exported_at": ...,
+    ``{"agentledger_export": {"version": 4, "schema_revision": ..., "exported_at": ...,
     "source": "sqlite", "selection": {...}}}``; then, page by page, the page's
     ``session`` lines followed by its ``message``, ``step``, ``grant``, ``checkpoint``,
     ``langgraph_checkpoint``, ``langgraph_blob`` and ``langgraph_write`` lines (every
     row after its session's line); after every session, the ``app_state`` and
     ``user_state`` lines (all of them, or those of the app or user selected; none when
-    sessions are selected by id); last, the end line with the count of each kind,
-    ``{"end": {"sessions": 2, ...}}``. A file without it was cut short, and nothing of
-    it is imported. A row's keys are its table's column names, except
+    sessions are selected by id) and the ``memory_item`` lines (all of them, or none
+    when sessions are selected by id, app or user: memories belong to none); last, the
+    end line with the count of each kind, ``{"end": {"sessions": 2, ...}}``. A file
+    without it was cut short, and nothing of it is imported. A row's keys are its
+    table's column names, except
     database-local surrogate ids and the derived ``capability_hash`` and
     ``external_key_hash``; JSON columns hold JSON values (not text); binary columns
     (LangGraph's serialized values) base64 text; times are ISO 8601 UTC with
     microseconds (``2026-01-02T03:04:05.000006Z``). A version 1 file (before app and
-    user state and the ``external_key`` columns) and a version 2 file (before
-    LangGraph's tables) still import.
+    user state and the ``external_key`` columns), a version 2 file (before
+    LangGraph's tables) and a version 3 file (before memory items) still import.
     """
 
     def __init__(self, ledger: Host) -> None:

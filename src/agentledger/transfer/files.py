@@ -18,9 +18,9 @@ from typing import IO, Any
 from .._concurrency import Waits
 from ..errors import ValidationError
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 """The export format this package writes and the newest it reads (3 added LangGraph's
-tables; a file of 1 or 2 has none of their lines)."""
+tables, 4 long-term memory; a file of an earlier version has none of their lines)."""
 ADDED_IN_2 = {kind: {"external_key": None} for kind in ("session", "message", "step")}
 """Columns format 2 added to rows of format 1, with the value a format 1 row means."""
 HEADER_KEY = "agentledger_export"
