@@ -889,21 +889,26 @@ class AsyncMemoryRepository:
         self._proxied = proxied
         self._run = run
 
+    async def refresh(self, items: Sequence[tuple[Sequence[str], str]]) -> int:
+        """Start again, from now, the time to live of each of ``items`` (namespace, key
+        pairs) that has one and has not expired (LangGraph's refresh on read); how many
+        were refreshed.
+
+        Raises:
+            ValidationError: a bad namespace or key.
+        """
+        return await self._run(self._proxied.refresh, items)
+
     async def get(self, namespace: Sequence[str], key: str) -> MemoryItem | None:
         """The item stored under ``namespace`` and ``key``, or None (never stored,
-        deleted, or expired). Reading does not refresh its time to live
-        (``get_and_refresh`` does).
+        deleted, or expired). Reading does not restart its time to live (``refresh``
+        does).
 
         Raises:
             ValidationError: a namespace that is not a tuple of non-empty strings, or a
                 key that is not 1 to 255 characters of text.
         """
         return await self._run(self._proxied.get, namespace, key)
-
-    async def get_and_refresh(self, namespace: Sequence[str], key: str) -> MemoryItem | None:
-        """``get``, and the item's time to live starts again from now (for an item that
-        has one), as LangGraph's ``refresh_ttl`` asks."""
-        return await self._run(self._proxied.get_and_refresh, namespace, key)
 
     async def put(
         self,
@@ -966,33 +971,14 @@ class AsyncMemoryRepository:
         """Items under ``namespace_prefix`` (the namespace and every one below it; all
         items for ``()``) that meet ``filter``, newest write first; with
         ``query_vector``, closest first by their ``score`` (only items with a vector of
-        the query's length). Reading does not refresh times to live
-        (``search_and_refresh`` does).
+        the query's length). Reading does not restart times to live (``refresh``
+        does).
 
         Raises:
             ValidationError: a bad prefix, filter, vector, limit or offset.
         """
         return await self._run(
             self._proxied.search,
-            namespace_prefix,
-            filter=filter,
-            query_vector=query_vector,
-            limit=limit,
-            offset=offset,
-        )
-
-    async def search_and_refresh(
-        self,
-        namespace_prefix: Sequence[str] = (),
-        *,
-        filter: Mapping[str, Any] | None = None,
-        query_vector: Sequence[float] | None = None,
-        limit: int = 10,
-        offset: int = 0,
-    ) -> list[MemoryItem]:
-        """``search``, and each item found starts its time to live again from now."""
-        return await self._run(
-            self._proxied.search_and_refresh,
             namespace_prefix,
             filter=filter,
             query_vector=query_vector,

@@ -6,9 +6,9 @@ overwrites whatever is stored (last write wins, as LangGraph's stores do, and ne
 conflict: one upsert statement); with it, the write is a compare-and-set: 0 creates
 only, ``n`` replaces only revision ``n``, else ``ConflictError`` (``exists`` or
 ``stale``). An item may live for ``ttl_minutes`` from its last write, or from its last
-read where reads refresh it; once expired it is never read again, and retention
-purges it. ``search`` reads a namespace and everything under it, newest write first,
-filtered on the values' fields, or by meaning among the items that carry vectors
+``refresh`` (LangGraph's stores refresh what they read); once expired it is never read
+again, and retention purges it. ``search`` reads a namespace and everything under it,
+newest write first, filtered on the values' fields, or by meaning among the items that carry vectors
 (exact cosine scoring over every stored vector, on every database). ``list_namespaces``
 lists the namespaces stored, matched by prefix and suffix (``*`` a wildcard label) and
 cut to a depth.
@@ -37,6 +37,7 @@ from sqlalchemy import (
     delete,
     or_,
     select,
+    tuple_,
     update,
 )
 
@@ -369,33 +370,49 @@ class MemoryRepository(Repository):
     def _limits(self) -> Limits:
         return self._work.settings.limits
 
-    def _refreshed(self, rows: Sequence[Any], now: datetime) -> dict[tuple[str, str], datetime]:
-        """Move the expiry of each row that has a time to live to ``now`` plus it; the
-        new expiries by (stored namespace, key)."""
-        moved = {
-            (row.namespace, row.key): now + timedelta(minutes=row.ttl_minutes)
-            for row in rows
-            if row.ttl_minutes is not None
-        }
-        if moved:
-            self._connection().execute(
+    @operation(writes=True)
+    def refresh(self, items: Sequence[tuple[Sequence[str], str]]) -> int:
+        """Start again, from now, the time to live of each of ``items`` (namespace, key
+        pairs) that has one and has not expired (LangGraph's refresh on read); how many
+        were refreshed.
+
+        Raises:
+            ValidationError: a bad namespace or key.
+        """
+        keys = {(found.stored, found.key) for found in (_key_of(*item) for item in items)}
+        if not keys:
+            return 0
+        now = self._now()
+        connection = self._connection()
+        lasting = connection.execute(
+            select(ITEMS.c.namespace, ITEMS.c.key, ITEMS.c.ttl_minutes).where(
+                tuple_(ITEMS.c.namespace, ITEMS.c.key).in_(sorted(keys)),
+                ITEMS.c.ttl_minutes.is_not(None),
+                _live(now),
+            )
+        ).all()
+        if lasting:
+            connection.execute(
                 update(ITEMS)
-                .where(
-                    ITEMS.c.namespace == bindparam("b_namespace"), ITEMS.c.key == bindparam("b_key")
-                )
+                .where(ITEMS.c.namespace == bindparam("b_namespace"))
+                .where(ITEMS.c.key == bindparam("b_key"))
                 .values(expires_at=bindparam("b_expires_at", type_=ITEMS.c.expires_at.type)),
                 [
-                    {"b_namespace": namespace, "b_key": key, "b_expires_at": expires}
-                    for (namespace, key), expires in moved.items()
+                    {
+                        "b_namespace": row.namespace,
+                        "b_key": row.key,
+                        "b_expires_at": now + timedelta(minutes=row.ttl_minutes),
+                    }
+                    for row in lasting
                 ],
             )
-        return moved
+        return len(lasting)
 
     @operation(writes=False)
     def get(self, namespace: Sequence[str], key: str) -> MemoryItem | None:
         """The item stored under ``namespace`` and ``key``, or None (never stored,
-        deleted, or expired). Reading does not refresh its time to live
-        (``get_and_refresh`` does).
+        deleted, or expired). Reading does not restart its time to live (``refresh``
+        does).
 
         Raises:
             ValidationError: a namespace that is not a tuple of non-empty strings, or a
@@ -404,18 +421,6 @@ class MemoryRepository(Repository):
         found = _key_of(namespace, key)
         row = self._connection().execute(_COLUMNS.where(_where(found), _live(self._now()))).first()
         return None if row is None else _item(row)
-
-    @operation(writes=True)
-    def get_and_refresh(self, namespace: Sequence[str], key: str) -> MemoryItem | None:
-        """``get``, and the item's time to live starts again from now (for an item that
-        has one), as LangGraph's ``refresh_ttl`` asks."""
-        found = _key_of(namespace, key)
-        now = self._now()
-        row = self._connection().execute(_COLUMNS.where(_where(found), _live(now))).first()
-        if row is None:
-            return None
-        moved = self._refreshed([row], now)
-        return _item(row, expires_at=moved.get((row.namespace, row.key)))
 
     @operation(writes=True)
     def put(
@@ -624,37 +629,12 @@ class MemoryRepository(Repository):
         """Items under ``namespace_prefix`` (the namespace and every one below it; all
         items for ``()``) that meet ``filter``, newest write first; with
         ``query_vector``, closest first by their ``score`` (only items with a vector of
-        the query's length). Reading does not refresh times to live
-        (``search_and_refresh`` does).
+        the query's length). Reading does not restart times to live (``refresh``
+        does).
 
         Raises:
             ValidationError: a bad prefix, filter, vector, limit or offset.
         """
-        return self._search(namespace_prefix, filter, query_vector, limit, offset, refresh=False)
-
-    @operation(writes=True)
-    def search_and_refresh(
-        self,
-        namespace_prefix: Sequence[str] = (),
-        *,
-        filter: Mapping[str, Any] | None = None,
-        query_vector: Sequence[float] | None = None,
-        limit: int = 10,
-        offset: int = 0,
-    ) -> list[MemoryItem]:
-        """``search``, and each item found starts its time to live again from now."""
-        return self._search(namespace_prefix, filter, query_vector, limit, offset, refresh=True)
-
-    def _search(
-        self,
-        namespace_prefix: Sequence[str],
-        filter: Mapping[str, Any] | None,
-        query_vector: Sequence[float] | None,
-        limit: int,
-        offset: int,
-        *,
-        refresh: bool,
-    ) -> list[MemoryItem]:
         prefix = checked_namespace(namespace_prefix, name="namespace_prefix", empty=True)
         conditions = checked_filter(filter)
         bounded_int(limit, "limit", high=MAX_PAGE)
@@ -668,10 +648,22 @@ class MemoryRepository(Repository):
                 ITEMS.c.updated_at.desc(), ITEMS.c.namespace, ITEMS.c.key
             )
             if not conditions:
-                rows = list(self._connection().execute(statement.limit(limit).offset(offset)))
-                return self._found(rows, None, now, refresh)
+                page = self._connection().execute(statement.limit(limit).offset(offset))
+                return [_item(row) for row in page]
             picked = _pick(self._connection().execute(statement), conditions, limit, offset)
-            return self._found(picked, None, now, refresh)
+            return [_item(row) for row in picked]
+        return self._by_meaning(statement, conditions, query, limit, offset)
+
+    def _by_meaning(
+        self,
+        statement: Select[Any],
+        conditions: dict[str, Any],
+        query: list[float],
+        limit: int,
+        offset: int,
+    ) -> list[MemoryItem]:
+        """The page of items closest to ``query`` among those ``statement`` reads that
+        meet ``conditions``, each with its score."""
         rows = [
             row
             for row in self._connection().execute(
@@ -697,25 +689,7 @@ class MemoryRepository(Repository):
                 scored.append((max(_cosine(query, norm, vector) for vector in usable), row))
         scored.sort(key=lambda pair: -(pair[0] or 0.0))
         page = scored[offset : offset + limit]
-        scores = [score for score, _ in page]
-        return self._found([row for _, row in page], scores, now, refresh)
-
-    def _found(
-        self,
-        rows: Sequence[Any],
-        scores: Sequence[float | None] | None,
-        now: datetime,
-        refresh: bool,
-    ) -> list[MemoryItem]:
-        moved = self._refreshed(rows, now) if refresh else {}
-        return [
-            _item(
-                row,
-                expires_at=moved.get((row.namespace, row.key)),
-                score=None if scores is None else scores[index],
-            )
-            for index, row in enumerate(rows)
-        ]
+        return [_item(row, score=score) for score, row in page]
 
     @operation(writes=False)
     def list_namespaces(

@@ -315,19 +315,27 @@ class MemoryExpiryContract:
             assert await ledger.memory.list_namespaces() == [ADA]
             assert await ledger.memory.delete(ADA, "brief") is False
 
-    async def test_a_refreshing_read_starts_the_time_to_live_again(self, harness: Harness) -> None:
+    async def test_refresh_starts_the_time_to_live_again(self, harness: Harness) -> None:
         clock = SettableClock()
         async with ledger_with(harness, clock=clock) as ledger:
             await ledger.memory.put(ADA, "k", {"v": 1}, ttl_minutes=10)
+            await ledger.memory.put(ADA, "forever", {"v": 2})
             clock.advance(8 * MINUTE)
-            plain = await ledger.memory.get(ADA, "k")
-            refreshed = await ledger.memory.get_and_refresh(ADA, "k")
-            assert plain.expires_at == clock.now + 2 * MINUTE
-            assert refreshed.expires_at == clock.now + 10 * MINUTE
-            found = await ledger.memory.search_and_refresh(ADA)
-            assert found[0].expires_at == clock.now + 10 * MINUTE
+            assert (await ledger.memory.get(ADA, "k")).expires_at == clock.now + 2 * MINUTE
+            refreshed = await ledger.memory.refresh([(ADA, "k"), (ADA, "forever"), (ADA, "no")])
+            assert refreshed == 1  # only an item with a time to live
+            assert (await ledger.memory.get(ADA, "k")).expires_at == clock.now + 10 * MINUTE
             clock.advance(9 * MINUTE)
-            assert (await ledger.memory.get(ADA, "k")).revision == 1
+            stored = await ledger.memory.get(ADA, "k")
+            assert (stored.revision, stored.updated_at) == (1, stored.created_at)
+
+    async def test_an_expired_item_is_not_refreshed_back(self, harness: Harness) -> None:
+        clock = SettableClock()
+        async with ledger_with(harness, clock=clock) as ledger:
+            await ledger.memory.put(ADA, "k", {"v": 1}, ttl_minutes=1)
+            clock.advance(2 * MINUTE)
+            assert await ledger.memory.refresh([(ADA, "k")]) == 0
+            assert await ledger.memory.get(ADA, "k") is None
 
     async def test_an_item_put_over_an_expired_one_is_created_anew(self, harness: Harness) -> None:
         clock = SettableClock()
