@@ -52,6 +52,7 @@ RUN_BY = {
     "docs/examples/keys_and_state.py": "tests/docs/test_docs.py",
     "docs/examples/openai_branches.py": "tests/docs/test_docs.py",
     "docs/examples/memory.py": "tests/docs/test_docs.py",
+    "docs/examples/memory_langgraph.py": "tests/docs/test_docs.py",
     "examples/quickstart_async.py": "tests/docs/test_examples.py",
     "examples/two_writers_conflict.py": "tests/docs/test_examples.py",
     "examples/join_app_transaction.py": "tests/docs/test_examples.py",
@@ -180,6 +181,11 @@ def test_the_memory_example_runs_and_prints_what_it_read(tmp_path: Path) -> None
         "['food']",
         "[('memories', 'ada@example.com')]",
     ]
+
+
+def test_the_langgraph_memory_example_runs_and_prints_what_it_read(tmp_path: Path) -> None:
+    out = _run_page_example("docs/examples/memory_langgraph.py", tmp_path)
+    assert out.splitlines() == ["remembered: likes pasta with tomatoes", "['travel', 'food']"]
 
 
 def test_every_included_file_is_run_by_a_test() -> None:

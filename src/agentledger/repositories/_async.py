@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from .checkpoints import CheckpointInfos, CheckpointRepository
     from .grants import GrantRepository
     from .langgraph.repository import LangGraphRepository
-    from .memory import Embedding, MemoryRepository, Namespace
+    from .memory import Embedding, MemoryRepository, Metric, Namespace
     from .messages import Delta, MessageInput, MessageRepository
     from .scoped_state import AppStateRepository, UserStateRepository
     from .sessions import Included, SessionRepository
@@ -965,14 +965,15 @@ class AsyncMemoryRepository:
         *,
         filter: Mapping[str, Any] | None = None,
         query_vector: Sequence[float] | None = None,
+        metric: Metric = "cosine",
         limit: int = 10,
         offset: int = 0,
     ) -> list[MemoryItem]:
         """Items under ``namespace_prefix`` (the namespace and every one below it; all
         items for ``()``) that meet ``filter``, newest write first; with
-        ``query_vector``, closest first by their ``score`` (only items with a vector of
-        the query's length). Reading does not restart times to live (``refresh``
-        does).
+        ``query_vector``, closest first by their ``score`` under ``metric``, the best of
+        each item's vectors (only items with a vector of the query's length). Reading
+        does not restart times to live (``refresh`` does).
 
         Raises:
             ValidationError: a bad prefix, filter, vector, limit or offset.
@@ -982,6 +983,7 @@ class AsyncMemoryRepository:
             namespace_prefix,
             filter=filter,
             query_vector=query_vector,
+            metric=metric,
             limit=limit,
             offset=offset,
         )

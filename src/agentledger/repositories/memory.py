@@ -25,7 +25,7 @@ from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from sqlalchemy import (
     ColumnElement,
@@ -203,8 +203,19 @@ def _vectors(paths: list[str] | None, stored: bytes | None, key: object) -> list
     return [numbers[start : start + size] for start in range(0, len(numbers), size)]
 
 
-def _cosine(query: Sequence[float], norm: float, vector: Sequence[float]) -> float:
+Metric = Literal["cosine", "inner_product", "l2"]
+"""How a search by meaning scores a vector against the query (higher is closer):
+cosine similarity, the dot product, or the Euclidean distance negated (LangGraph's
+PostgreSQL store's three)."""
+METRICS: tuple[str, ...] = ("cosine", "inner_product", "l2")
+
+
+def _score(metric: str, query: Sequence[float], norm: float, vector: Sequence[float]) -> float:
+    if metric == "l2":
+        return -math.sqrt(sum((a - b) ** 2 for a, b in zip(query, vector, strict=True)))
     dot = sum(a * b for a, b in zip(query, vector, strict=True))
+    if metric == "inner_product":
+        return dot
     length = math.sqrt(sum(b * b for b in vector))
     return 0.0 if norm == 0.0 or length == 0.0 else dot / (norm * length)
 
@@ -623,14 +634,15 @@ class MemoryRepository(Repository):
         *,
         filter: Mapping[str, Any] | None = None,
         query_vector: Sequence[float] | None = None,
+        metric: Metric = "cosine",
         limit: int = 10,
         offset: int = 0,
     ) -> list[MemoryItem]:
         """Items under ``namespace_prefix`` (the namespace and every one below it; all
         items for ``()``) that meet ``filter``, newest write first; with
-        ``query_vector``, closest first by their ``score`` (only items with a vector of
-        the query's length). Reading does not restart times to live (``refresh``
-        does).
+        ``query_vector``, closest first by their ``score`` under ``metric``, the best of
+        each item's vectors (only items with a vector of the query's length). Reading
+        does not restart times to live (``refresh`` does).
 
         Raises:
             ValidationError: a bad prefix, filter, vector, limit or offset.
@@ -640,6 +652,10 @@ class MemoryRepository(Repository):
         bounded_int(limit, "limit", high=MAX_PAGE)
         bounded_int(offset, "offset")
         query = None if query_vector is None else _checked_query(query_vector)
+        if metric not in METRICS:
+            raise ValidationError(
+                f"metric must be one of {', '.join(METRICS)}, got {metric!r}", path="metric"
+            )
         now = self._now()
         base = _WITH_VECTORS if query is not None else _COLUMNS
         statement = base.where(_under(prefix), _live(now))
@@ -652,13 +668,14 @@ class MemoryRepository(Repository):
                 return [_item(row) for row in page]
             picked = _pick(self._connection().execute(statement), conditions, limit, offset)
             return [_item(row) for row in picked]
-        return self._by_meaning(statement, conditions, query, limit, offset)
+        return self._by_meaning(statement, conditions, query, metric, limit, offset)
 
     def _by_meaning(
         self,
         statement: Select[Any],
         conditions: dict[str, Any],
         query: list[float],
+        metric: str,
         limit: int,
         offset: int,
     ) -> list[MemoryItem]:
@@ -686,7 +703,8 @@ class MemoryRepository(Repository):
             )
             usable = [vector for vector in vectors if len(vector) == len(query)]
             if usable:
-                scored.append((max(_cosine(query, norm, vector) for vector in usable), row))
+                best = max(_score(metric, query, norm, vector) for vector in usable)
+                scored.append((best, row))
         scored.sort(key=lambda pair: -(pair[0] or 0.0))
         page = scored[offset : offset + limit]
         return [_item(row, score=score) for score, row in page]

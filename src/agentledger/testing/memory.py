@@ -167,6 +167,17 @@ class MemoryContract:
         only = await memory.search(("v",), query_vector=[1.0, 0.0], filter={"t": "e"})
         assert [item.key for item in only] == ["east"]
 
+    async def test_search_by_meaning_scores_by_dot_product_or_distance_when_asked(
+        self, harness: Harness
+    ) -> None:
+        memory = harness.ledger.memory
+        await memory.put(("v",), "near", {}, embeddings=[("t", [1.0, 1.0])])
+        await memory.put(("v",), "long", {}, embeddings=[("t", [3.0, 0.0])])
+        dot = await memory.search(("v",), query_vector=[1.0, 0.0], metric="inner_product")
+        l2 = await memory.search(("v",), query_vector=[1.0, 0.0], metric="l2")
+        assert [(item.key, item.score) for item in dot] == [("long", 3.0), ("near", 1.0)]
+        assert [(item.key, item.score) for item in l2] == [("near", -1.0), ("long", -2.0)]
+
     async def test_list_namespaces_matches_prefix_suffix_and_depth(self, harness: Harness) -> None:
         memory = harness.ledger.memory
         for namespace in [("a", "b", "c"), ("a", "b", "d"), ("a", "x", "c"), ("z",)]:
@@ -282,8 +293,17 @@ class MemoryContract:
             ({"offset": "2"}, "offset"),
             ({"query_vector": []}, "query_vector"),
             ({"query_vector": ["a"]}, "query_vector"),
+            ({"query_vector": [1.0], "metric": "hamming"}, "metric"),
         ],
-        ids=["unknown-operator", "list-filter", "negative-limit", "text-offset", "empty", "words"],
+        ids=[
+            "unknown-operator",
+            "list-filter",
+            "negative-limit",
+            "text-offset",
+            "empty",
+            "words",
+            "metric",
+        ],
     )
     @tier("logic")
     async def test_a_bad_search_is_refused_naming_what(

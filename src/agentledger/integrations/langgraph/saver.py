@@ -42,12 +42,12 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from sqlalchemy.engine import URL
 
-from ..errors import UsageError, ValidationError
-from ..langgraph_records import LANGGRAPH_APP_NAME, PruneStrategy, StoredCheckpoint
-from ..ledger import AsyncLedger, Ledger
+from ...errors import UsageError, ValidationError
+from ...langgraph_records import LANGGRAPH_APP_NAME, PruneStrategy, StoredCheckpoint
+from ...ledger import AsyncLedger, Ledger
 
 T = TypeVar("T")
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("agentledger.integrations.langgraph")
 DEFAULT_APP_NAME = LANGGRAPH_APP_NAME
 """The app_name of the threads' sessions unless a saver is given another."""
 
