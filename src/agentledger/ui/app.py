@@ -24,9 +24,11 @@ from .views import (
     PAGE_SIZES,
     USAGE_PERIODS,
     BadRequest,
+    MemoryFilters,
     SessionFilters,
     UsagePeriod,
     as_json,
+    memories_page,
     session_page,
     sessions_page,
     usage_page,
@@ -191,6 +193,10 @@ def create_app(
             return JSONResponse({"deleted": id})
         return RedirectResponse(f"/sessions?{urlencode({'deleted': id})}", status_code=303)
 
+    async def memories(request: Request) -> Response:
+        filters = MemoryFilters.parse(dict(request.query_params))
+        return render(request, "memories.html", await memories_page(state["ledger"], filters))
+
     async def usage(request: Request) -> Response:
         period = UsagePeriod.parse(dict(request.query_params), clock())
         data = await usage_page(state["ledger"], period)
@@ -210,6 +216,8 @@ def create_app(
         Route("/sessions.json", guarded(sessions)),
         Route("/sessions/{id}/delete", guarded(delete), methods=["GET", "POST"]),
         Route("/sessions/{id}", guarded(session)),
+        Route("/memories", guarded(memories)),
+        Route("/memories.json", guarded(memories)),
         Route("/usage", guarded(usage)),
         Route("/usage.json", guarded(usage)),
         Route("/static/{name:str}", guarded(asset)),

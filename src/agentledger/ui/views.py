@@ -41,7 +41,15 @@ from ..langgraph_records import (
     WriteRow,
 )
 from ..ledger import AsyncLedger
-from ..records import Checkpoint, CheckpointInfo, Message, Step, TokenUsage, UsageGroup
+from ..records import (
+    Checkpoint,
+    CheckpointInfo,
+    MemoryItem,
+    Message,
+    Step,
+    TokenUsage,
+    UsageGroup,
+)
 from . import decode
 
 PAGE_SIZES = (25, 50, 100, 200)
@@ -129,6 +137,67 @@ class SessionFilters:
         }
         values.update(changes)
         return {name: value for name, value in values.items() if value is not None}
+
+
+MEMORY_PAGE = 200
+"""The most memory items the memories page shows."""
+
+
+@dataclass(frozen=True)
+class MemoryFilters:
+    """The memories page's query: a namespace (labels joined by ``/``) and everything
+    under it, or the namespaces holding a label (a user's id, say)."""
+
+    namespace: tuple[str, ...] = ()
+    label: str | None = None
+
+    @classmethod
+    def parse(cls, params: dict[str, str]) -> MemoryFilters:
+        """The filters in query parameters; BadRequest for a namespace with an empty
+        label (``a//b``)."""
+        namespace = params.get("namespace", "").strip("/")
+        labels = tuple(namespace.split("/")) if namespace else ()
+        if any(not label for label in labels):
+            raise BadRequest("namespace: labels joined by '/', none of them empty")
+        return cls(namespace=labels, label=params.get("label") or None)
+
+    def query(self) -> dict[str, str]:
+        """These filters as query parameters (without empty ones)."""
+        values = {"namespace": "/".join(self.namespace), "label": self.label or ""}
+        return {name: value for name, value in values.items() if value}
+
+
+async def memories_page(ledger: AsyncLedger, filters: MemoryFilters) -> dict[str, Any]:
+    """The namespaces under the filters' namespace (those holding its label, if it
+    has one), and their newest items, at most ``MEMORY_PAGE``."""
+    namespaces = await ledger.memory.list_namespaces(prefix=filters.namespace or None, limit=10_000)
+    if filters.label is not None:
+        namespaces = [found for found in namespaces if filters.label in found]
+    items: dict[tuple[tuple[str, ...], str], MemoryItem] = {}
+    for namespace in namespaces:
+        if len(items) >= MEMORY_PAGE:
+            break
+        for item in await ledger.memory.search(namespace, limit=MEMORY_PAGE):
+            items.setdefault((item.namespace, item.key), item)
+    newest = sorted(items.values(), key=lambda item: item.updated_at, reverse=True)
+    return {
+        "filters": filters.query(),
+        "namespaces": [visible("/".join(namespace)) for namespace in namespaces],
+        "memories": [memory_view(item) for item in newest[:MEMORY_PAGE]],
+    }
+
+
+def memory_view(item: MemoryItem) -> dict[str, Any]:
+    """One memory item as the page shows it."""
+    return {
+        "namespace": visible("/".join(item.namespace)),
+        "key": visible(item.key),
+        "value": visible(as_json(item.value)),
+        "text": None if item.text is None else visible(item.text),
+        "revision": item.revision,
+        "updated_at": item.updated_at.isoformat(),
+        "expires_at": None if item.expires_at is None else item.expires_at.isoformat(),
+    }
 
 
 async def sessions_page(ledger: AsyncLedger, filters: SessionFilters) -> dict[str, Any]:
