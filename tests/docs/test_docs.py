@@ -53,6 +53,7 @@ RUN_BY = {
     "docs/examples/openai_branches.py": "tests/docs/test_docs.py",
     "docs/examples/memory.py": "tests/docs/test_docs.py",
     "docs/examples/memory_langgraph.py": "tests/docs/test_docs.py",
+    "docs/examples/memory_adk.py": "tests/docs/test_docs.py",
     "examples/quickstart_async.py": "tests/docs/test_examples.py",
     "examples/two_writers_conflict.py": "tests/docs/test_examples.py",
     "examples/join_app_transaction.py": "tests/docs/test_examples.py",
@@ -186,6 +187,11 @@ def test_the_memory_example_runs_and_prints_what_it_read(tmp_path: Path) -> None
 def test_the_langgraph_memory_example_runs_and_prints_what_it_read(tmp_path: Path) -> None:
     out = _run_page_example("docs/examples/memory_langgraph.py", tmp_path)
     assert out.splitlines() == ["remembered: likes pasta with tomatoes", "['travel', 'food']"]
+
+
+def test_the_adk_memory_example_runs_and_prints_what_it_read(tmp_path: Path) -> None:
+    out = _run_page_example("docs/examples/memory_adk.py", tmp_path)
+    assert out.splitlines() == ["['I always take the train']", "[]"]
 
 
 def test_every_included_file_is_run_by_a_test() -> None:

@@ -19,7 +19,9 @@ from ._data import HOSTILE, NOW, Clock
 def client(migrated_url: URL) -> Iterator[TestClient]:
     with Ledger(migrated_url, clock=Clock()) as ledger:
         ledger.sessions.create("ada-session", app_name="cooking", user_id="ada")
-        ledger.memory.put(("memories", "ada"), "food", {"likes": "soup"}, ttl_minutes=60 * 24 * 3650)
+        ledger.memory.put(
+            ("memories", "ada"), "food", {"likes": "soup"}, ttl_minutes=60 * 24 * 3650
+        )
         ledger.memory.put(("memories", "ada", "trips"), "porto", {"by": "train"})
         ledger.memory.put(("cooking", "ada"), "oven", {"model": "x"}, text="gas oven")
         ledger.memory.put(("memories", "bob"), "hostile", {"note": HOSTILE})

@@ -52,21 +52,11 @@ from .. import (
     ValidationError,
 )
 from . import framework_of, new_session_id
+from ._adk_uri import SCHEME_PREFIX, SCHEMES, database_url
+from .adk_memory import LedgerMemoryService, memory_from_uri
 
 R = TypeVar("R")
 
-SCHEME_PREFIX: Final = "agentledger+"
-"""What a session service URI starts with for ADK to pick this service:
-``agentledger+sqlite:///agents.db``, ``agentledger+postgresql://...``; the rest is the
-database URL. ``agentledger://`` alone means ``AGENTLEDGER_DATABASE_URL`` (else
-``sqlite:///agentledger.db``)."""
-SCHEMES: Final = (
-    "agentledger",
-    "agentledger+sqlite",
-    "agentledger+postgresql",
-    "agentledger+mysql",
-)
-"""The URI schemes ``register`` adds to ADK's service registry."""
 _PAGE: Final = 1000
 _KNOWN: Final = 1024
 """How many session records a service keeps by revision marker, the newest used."""
@@ -480,26 +470,28 @@ def from_uri(uri: str, **_: Any) -> LedgerSessionService:
     """The service for a session service URI (``agentledger+sqlite:///agents.db``, say):
     the factory ``register`` gives ADK's registry; other arguments ADK passes (its
     ``agents_dir``) are ignored."""
-    if uri.startswith(SCHEME_PREFIX):
-        return LedgerSessionService(uri.removeprefix(SCHEME_PREFIX))
-    if uri.split(":", 1)[0] == "agentledger":
-        return LedgerSessionService()
-    raise ValidationError(
-        f"a session service URI for agentledger starts with {SCHEME_PREFIX!r}, got "
-        f"{uri.split(':', 1)[0]!r}",
-        path="uri",
-    )
+    return LedgerSessionService(database_url(uri, "session"))
 
 
 def register() -> None:
-    """Add the ``agentledger+...`` session service URI schemes to ADK's service registry,
-    so ``adk web --session_service_uri agentledger+sqlite:///agents.db`` runs on
-    agentledger (call it from the agents folder's ``services.py``)."""
+    """Add the ``agentledger+...`` URI schemes to ADK's service registry, for sessions
+    and memory, so ``adk web --session_service_uri agentledger+sqlite:///agents.db
+    --memory_service_uri agentledger+sqlite:///agents.db`` runs on agentledger (call it
+    from the agents folder's ``services.py``)."""
     from google.adk.cli.service_registry import get_service_registry
 
     registry = get_service_registry()
     for scheme in SCHEMES:
         registry.register_session_service(scheme, from_uri)
+        registry.register_memory_service(scheme, memory_from_uri)
 
 
-__all__ = ["SCHEMES", "SCHEME_PREFIX", "LedgerSessionService", "from_uri", "register"]
+__all__ = [
+    "SCHEMES",
+    "SCHEME_PREFIX",
+    "LedgerMemoryService",
+    "LedgerSessionService",
+    "from_uri",
+    "memory_from_uri",
+    "register",
+]

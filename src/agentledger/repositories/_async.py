@@ -959,6 +959,18 @@ class AsyncMemoryRepository:
             self._proxied.delete, namespace, key, expected_revision=expected_revision
         )
 
+    async def delete_all(
+        self, namespace_prefix: Sequence[str], *, filter: Mapping[str, Any] | None = None
+    ) -> int:
+        """Delete every item under ``namespace_prefix`` (the namespace and every one
+        below it) that meets ``filter`` (all of them without one): a user's memories,
+        or one session's; how many.
+
+        Raises:
+            ValidationError: a bad prefix (it needs at least one label) or filter.
+        """
+        return await self._run(self._proxied.delete_all, namespace_prefix, filter=filter)
+
     async def search(
         self,
         namespace_prefix: Sequence[str] = (),

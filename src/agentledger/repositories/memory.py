@@ -627,6 +627,33 @@ class MemoryRepository(Repository):
             actual=stored,
         )
 
+    @operation(writes=True)
+    def delete_all(
+        self, namespace_prefix: Sequence[str], *, filter: Mapping[str, Any] | None = None
+    ) -> int:
+        """Delete every item under ``namespace_prefix`` (the namespace and every one
+        below it) that meets ``filter`` (all of them without one): a user's memories,
+        or one session's; how many.
+
+        Raises:
+            ValidationError: a bad prefix (it needs at least one label) or filter.
+        """
+        prefix = checked_namespace(namespace_prefix, name="namespace_prefix")
+        conditions = checked_filter(filter)
+        connection = self._connection()
+        if not conditions:
+            return int(connection.execute(delete(ITEMS).where(_under(prefix))).rowcount)
+        doomed = [
+            (row.namespace, row.key)
+            for row in connection.execute(_COLUMNS.where(_under(prefix)))
+            if matches(_item(row).value, conditions)
+        ]
+        for namespace, key in doomed:
+            connection.execute(
+                delete(ITEMS).where(ITEMS.c.namespace == namespace, ITEMS.c.key == key)
+            )
+        return len(doomed)
+
     @operation(writes=False)
     def search(
         self,

@@ -47,6 +47,19 @@ class MemoryContract:
         assert await memory.delete(ADA, "prefs") is False
         assert await memory.get(ADA, "prefs") is None
 
+    async def test_delete_all_deletes_a_namespace_and_those_under_it(
+        self, harness: Harness
+    ) -> None:
+        memory = harness.ledger.memory
+        await memory.put(ADA, "a", {"session": "s1"})
+        await memory.put(ADA, "b", {"session": "s2"})
+        await memory.put((*ADA, "trips"), "c", {"session": "s1"})
+        await memory.put(("memories", "adam"), "d", {"session": "s1"})
+        assert await memory.delete_all(ADA, filter={"session": "s1"}) == 2
+        assert [item.key for item in await memory.search(())] == ["d", "b"]
+        assert await memory.delete_all(ADA) == 1
+        assert [item.key for item in await memory.search(())] == ["d"]
+
     async def test_a_compare_and_set_put_replaces_only_the_revision_it_read(
         self, harness: Harness
     ) -> None:
