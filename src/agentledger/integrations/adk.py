@@ -52,7 +52,7 @@ from .. import (
     ValidationError,
 )
 from . import framework_of, new_session_id
-from ._adk_uri import SCHEME_PREFIX, SCHEMES, database_url
+from ._adk_uri import SCHEME_PREFIX, SCHEMES, database_url, ledger_of
 from .adk_memory import LedgerMemoryService, memory_from_uri
 
 R = TypeVar("R")
@@ -161,17 +161,7 @@ class LedgerSessionService(BaseSessionService):
     """
 
     def __init__(self, ledger: AsyncLedger | str | URL | None = None) -> None:
-        if isinstance(ledger, AsyncLedger):
-            # ADK reads what it just wrote: on a ledger with readers, the primary's face.
-            self.ledger, self._owns_ledger = ledger.primary, False
-        elif ledger is None or isinstance(ledger, str | URL):
-            self.ledger, self._owns_ledger = AsyncLedger(ledger), True
-        else:
-            raise ValidationError(
-                f"LedgerSessionService takes an AsyncLedger or a database URL, got "
-                f"{type(ledger).__name__}",
-                path="ledger",
-            )
+        self.ledger, self._owns_ledger = ledger_of(ledger, "LedgerSessionService")
         # The records the session objects handed out were read at, by marker: an append
         # from one of them needs no read first (its revision check is the UPDATE's).
         self._known: OrderedDict[str, SessionRecord] = OrderedDict()

@@ -32,7 +32,7 @@ from google.genai import types
 from sqlalchemy.engine import URL
 
 from .. import AsyncLedger, MemoryItem, ValidationError
-from ._adk_uri import database_url
+from ._adk_uri import database_url, ledger_of
 
 NAMESPACE: Final = "adk"
 """The first label of every ADK memory's namespace: ``("adk", app_name, user_id)``."""
@@ -82,17 +82,7 @@ class LedgerMemoryService(BaseMemoryService):
         *,
         max_results: int = DEFAULT_MAX_RESULTS,
     ) -> None:
-        if isinstance(ledger, AsyncLedger):
-            # ADK searches what it just added: on a ledger with readers, the primary.
-            self.ledger, self._owns_ledger = ledger.primary, False
-        elif ledger is None or isinstance(ledger, str | URL):
-            self.ledger, self._owns_ledger = AsyncLedger(ledger), True
-        else:
-            raise ValidationError(
-                f"LedgerMemoryService takes an AsyncLedger or a database URL, got "
-                f"{type(ledger).__name__}",
-                path="ledger",
-            )
+        self.ledger, self._owns_ledger = ledger_of(ledger, "LedgerMemoryService")
         if isinstance(max_results, bool) or not isinstance(max_results, int) or max_results < 1:
             raise ValidationError(
                 f"max_results must be a positive int, got {max_results!r}", path="max_results"
