@@ -2,8 +2,8 @@
 shows only what a third-party store would.
 
 Every contract class of ``agentledger.testing`` runs here against agentledger's
-in-memory ledger behind a wrapper that lets through the seven repositories,
-``unit_of_work``, ``run`` and ``close`` (and, on a unit of work, the seven
+in-memory ledger behind a wrapper that lets through the eight repositories,
+``unit_of_work``, ``run`` and ``close`` (and, on a unit of work, the eight
 repositories). A contract test that reaches further, to the engine or an ORM session,
 fails here with AttributeError. ``reopen`` is left out, as a store that cannot be
 reopened would leave it, so its test shows the skip. This module's own ``harness``
@@ -25,7 +25,7 @@ from agentledger.testing import Harness, SyncAdapter, sqlalchemy_caller_transact
 from ..databases import memory_ledger
 
 REPOSITORIES = frozenset(
-    {"sessions", "messages", "steps", "grants", "checkpoints", "app_state", "user_state"}
+    {"sessions", "messages", "steps", "grants", "checkpoints", "app_state", "user_state", "memory"}
 )
 LEDGER = REPOSITORIES | {"unit_of_work", "run", "close"}
 

@@ -17,7 +17,8 @@ What your store provides (every detail in :class:`Harness`):
 
 - ``ledger``: an object with agentledger's async API (``AsyncLedger``'s shape): the
   repositories ``sessions``, ``messages``, ``steps``, ``grants``, ``checkpoints``,
-  ``unit_of_work()``, ``run()`` and ``close()``, returning agentledger's records and
+  ``app_state``, ``user_state`` and ``memory``, ``unit_of_work()``, ``run()`` and
+  ``close()``, returning agentledger's records and
   raising agentledger's errors. A sync store takes part as ``SyncAdapter(ledger)``
   with ``mode="sync"``.
 - ``mode`` (``"async"`` or ``"sync"``: concurrency runs as tasks or as threads) and
