@@ -11,7 +11,7 @@ PostgreSQL and, where its server is set, MariaDB/MySQL. Every test that passes o
 the reference must pass on each of ours. The tests that failed are run again, on their
 own, up to RERUNS times before they count: a few of LangGraph's stream tests time their
 events to within 0.2 s, which a host busy with the other lanes misses now and then (one
-run on a loaded host missed it twice).
+run on a loaded host missed it twice, a later one four times).
 """
 
 from __future__ import annotations
@@ -34,8 +34,10 @@ from ...framework_suites import (
 
 pytestmark = pytest.mark.slow
 
-RERUNS = 3
-"""How often the failed tests run again, on their own, before a failure counts."""
+RERUNS = 5
+"""How often the failed tests run again, on their own, before a failure counts (a CI
+run of 43 minutes on a loaded host saw test_stream_buffering_single_node miss its 0.2 s
+four times running)."""
 
 SAVERS = Path(__file__).with_name("suite") / "savers.py"
 SAVER_FIXTURES = ("sync_checkpointer", "async_checkpointer")

@@ -4,7 +4,10 @@ The store tests of the installed ``langgraph-checkpoint-sqlite`` and
 ``langgraph-checkpoint-postgres`` releases' source distributions (fetched from the
 package index once, kept in ``.cache/``): test_store.py, test_async_store.py and the
 SQLite package's test_ttl.py, each in a pytest of its own with agentledger's stores in
-place of LangGraph's (``suite/stores.py``), on SQLite and PostgreSQL. Every test
+place of LangGraph's (``suite/stores.py``), each package's on the database it was
+written for: the SQLite package's on SQLite, the PostgreSQL package's on PostgreSQL
+(most of their tests are the same; both on both took 4 minutes, twice this, and the
+contract suite runs the memory operations on every database). Every test
 passes but those in ``PRIVATE`` and ``DIFFERENT``, which are not run: the first test a
 detail of LangGraph's implementations (their SQL, tables, connections, migrations),
 the second a behaviour where agentledger chose otherwise, each with the reason.
@@ -34,6 +37,11 @@ PACKAGES = {
     "langgraph-checkpoint-sqlite": (*STORE_TESTS, "tests/test_ttl.py"),
     "langgraph-checkpoint-postgres": STORE_TESTS,
 }
+DATABASE_OF = {
+    "langgraph-checkpoint-sqlite": "sqlite",
+    "langgraph-checkpoint-postgres": "postgresql",
+}
+"""The database each package's tests run on."""
 
 PRIVATE: dict[str, str] = {
     "test_vector_store_initialization": "reads the SQLite store's connection (store.conn) "
@@ -73,13 +81,13 @@ def _deselected() -> str:
 
 
 def test_every_store_test_of_langgraph_passes_on_agentledgers_stores(tmp_path: Path) -> None:
-    databases = DATABASES
-    env = {**os.environ, "AGENTLEDGER_SUITE_DATABASES": ",".join(databases)}
+    env = dict(os.environ)
     failures: list[str] = []
     ran = 0
-    with migrated_servers(databases, tmp_path) as urls:
+    with migrated_servers(DATABASES, tmp_path) as urls:
         env.update(urls)
         for package, files in PACKAGES.items():
+            env["AGENTLEDGER_SUITE_DATABASES"] = DATABASE_OF[package]
             source = release_sources(package, marker="tests/test_store.py")
             suite = tmp_path / package
             shutil.copytree(source, suite)
@@ -97,7 +105,7 @@ def test_every_store_test_of_langgraph_passes_on_agentledgers_stores(tmp_path: P
                 ran += 1
                 if not outcome.passed:
                     failures.append(f"{package} {test_id}: {outcome.detail}")
-    assert ran > 250, f"only {ran} of LangGraph's store tests ran"
+    assert ran > 120, f"only {ran} of LangGraph's store tests ran"
     assert not failures, f"{len(failures)} of {ran} failed:\n" + "\n".join(failures)
 
 
