@@ -19,9 +19,11 @@ from typing import Any, NoReturn
 import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
 
 from agentledger import AsyncLedger, Ledger, migrations
+from agentledger._translate import translate
 from agentledger.models import metadata
 
 from . import private_postgres
@@ -186,13 +188,25 @@ def scratch_database(dialect: str, tmp_dir: str) -> Iterator[URL]:
         drop_database(url)
 
 
+EMPTYING_ATTEMPTS = 5
+"""How often emptying the tables is tried: on a Galera cluster the DELETEs can lose
+certification to the replication of a test's last writes (1213 at COMMIT), which
+agentledger itself would retry (a CI run saw it after 10,000 messages)."""
+
+
 def empty_tables(url: URL) -> None:
     """Delete every agentledger row, children first: faster than re-migrating."""
     engine = create_engine(url, poolclass=NullPool)
     try:
-        with engine.begin() as connection:
-            for table in reversed(metadata.sorted_tables):
-                connection.execute(table.delete())
+        for attempt in range(1, EMPTYING_ATTEMPTS + 1):
+            try:
+                with engine.begin() as connection:
+                    for table in reversed(metadata.sorted_tables):
+                        connection.execute(table.delete())
+                return
+            except DBAPIError as error:
+                if attempt == EMPTYING_ATTEMPTS or not translate(error, url).retryable:
+                    raise
     finally:
         engine.dispose()
 

@@ -29,7 +29,10 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Face", ("agentledger.cli", "agentledger.ui", "agentledger.__main__")),
     ("Integrations", ("agentledger.integrations",)),
     ("Surface", ("agentledger",)),
-    ("Ledger", ("agentledger.ledger", "agentledger._runner", "agentledger.uow")),
+    (
+        "Ledger",
+        ("agentledger.ledger", "agentledger._runner", "agentledger.uow", "agentledger._awaited"),
+    ),
     ("Maintenance", ("agentledger.transfer", "agentledger.retention", "agentledger._host")),
     ("Repositories", ("agentledger.repositories",)),
     ("Migrations", ("agentledger.migrations",)),

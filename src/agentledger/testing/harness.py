@@ -27,7 +27,7 @@ from sqlalchemy import Connection, Engine, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 from sqlalchemy.orm import Session
 
-from agentledger import UsageError
+from agentledger._awaited import Awaited, run_to_end
 
 T = TypeVar("T")
 REPOSITORIES = (
@@ -80,33 +80,18 @@ def tier_of(function: Callable[..., Any], cls: type | None = None) -> Tier:
 
 def drive(coroutine: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine that never really suspends (it only awaits SyncAdapter calls)."""
-    try:
-        coroutine.send(None)
-    except StopIteration as finished:
-        return finished.value  # type: ignore[no-any-return]
-    coroutine.close()
-    raise UsageError("a test body for the sync API awaited something that suspends")
+    return run_to_end(coroutine, what="a test body for the sync API")
 
 
-class _Awaitable:
+class _Awaitable(Awaited):
     """A sync object whose methods are awaitable; its repositories are wrapped too."""
 
-    def __init__(self, target: Any) -> None:
-        self._target = target
-
-    def __getattr__(self, name: str) -> Any:
-        value = getattr(self._target, name)
+    def wrapped(self, name: str, value: Any) -> Any | None:
         if name in REPOSITORIES:
             return _Awaitable(value)
-        if not callable(value):
-            return value
         if name == "iterate":
             return _async_iterator(value)
-
-        async def call(*args: Any, **kwargs: Any) -> Any:
-            return value(*args, **kwargs)
-
-        return call
+        return None
 
 
 def _async_iterator(method: Callable[..., Iterator[T]]) -> Callable[..., AsyncIterator[T]]:

@@ -170,3 +170,18 @@ async def test_adk_picks_the_memory_service_for_an_agentledger_uri(tmp_path: Pat
 def test_a_memory_uri_of_another_scheme_is_refused_naming_the_prefix() -> None:
     with pytest.raises(ValidationError, match="agentledger\\+"):
         memory_from_uri("sqlite:///agents.db")
+
+
+async def test_a_bare_agentledger_memory_uri_means_the_configured_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'configured.db'}"
+    migrations.upgrade(url)
+    monkeypatch.setenv("AGENTLEDGER_DATABASE_URL", url)
+    service = memory_from_uri("agentledger://")
+    try:
+        await service.add_session_to_memory(_session("s1", _event("e1", "kept here")))
+    finally:
+        await service.close()
+    async with AsyncLedger(url) as ledger:
+        assert [item.text for item in await ledger.memory.search(("adk",))] == ["kept here"]

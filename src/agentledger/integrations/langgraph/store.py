@@ -28,7 +28,7 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -54,12 +54,15 @@ from langgraph.store.base.batch import AsyncBatchedBaseStore
 from sqlalchemy.engine import URL
 
 from ... import PurgePolicy
+from ..._awaited import Awaited, run_to_end
 from ...errors import UsageError, ValidationError
 from ...ledger import AsyncLedger, Ledger
 from ...records import MemoryItem
 
 logger = logging.getLogger("agentledger.integrations.langgraph")
 T = TypeVar("T")
+_SYNC_BATCH = "a sync store's batch"
+_NAMESPACES_AT_ONCE = 10_000
 Namespace = tuple[str, ...]
 DEFAULT_SWEEP_MINUTES = 5.0
 """How often a sweeper started without an interval (nor ``sweep_interval_minutes``)
@@ -245,7 +248,12 @@ async def _list(memory: Any, listing: ListNamespacesOp) -> list[Namespace]:
             offset=listing.offset,
         )
         return found
-    every: list[Namespace] = await memory.list_namespaces(limit=10_000)
+    every: list[Namespace] = []
+    while True:  # every namespace, a page at a time
+        page = await memory.list_namespaces(limit=_NAMESPACES_AT_ONCE, offset=len(every))
+        every += page
+        if len(page) < _NAMESPACES_AT_ONCE:
+            break
     kept = [
         namespace
         for namespace in every
@@ -282,32 +290,6 @@ def _search_item(stored: MemoryItem) -> SearchItem:
         updated_at=stored.updated_at,
         score=stored.score,
     )
-
-
-class _Immediately:
-    """A sync repository whose methods are awaited (they never suspend), so the sync
-    store runs the same ``_Plan.run`` as the async one (``_drive``)."""
-
-    def __init__(self, target: Any) -> None:
-        self._target = target
-
-    def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]:
-        method = getattr(self._target, name)
-
-        async def call(*args: Any, **kwargs: Any) -> Any:
-            return method(*args, **kwargs)
-
-        return call
-
-
-def _drive(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine that awaits only ``_Immediately``'s calls, to its end."""
-    try:
-        coroutine.send(None)
-    except StopIteration as finished:
-        return finished.value  # type: ignore[no-any-return]
-    coroutine.close()
-    raise RuntimeError("a sync store's batch awaited something that suspends")
 
 
 # -- the stores -------------------------------------------------------------------------------
@@ -393,14 +375,18 @@ class LedgerStore(_Store):
         vectors = plan.vectors(self._embedded(plan.texts))
         if plan.writes:
             results, _ = self.ledger.run(
-                lambda uow: _drive(plan.run(_Immediately(uow.memory), vectors))
+                lambda uow: run_to_end(plan.run(Awaited(uow.memory), vectors), what=_SYNC_BATCH)
             )
             return results
         if plan.size == 1 and not plan.listings:  # one read: one retried ledger call
-            results, refresh = _drive(plan.run(_Immediately(self.ledger.memory), vectors))
+            results, refresh = run_to_end(
+                plan.run(Awaited(self.ledger.memory), vectors), what=_SYNC_BATCH
+            )
         else:
             with self.ledger.unit_of_work(readonly=True) as uow:
-                results, refresh = _drive(plan.run(_Immediately(uow.memory), vectors))
+                results, refresh = run_to_end(
+                    plan.run(Awaited(uow.memory), vectors), what=_SYNC_BATCH
+                )
         if refresh:
             self.ledger.memory.refresh(refresh)
         return results
@@ -467,13 +453,9 @@ class AsyncLedgerStore(_Store, AsyncBatchedBaseStore):
         ttl: LangGraph's ``TTLConfig``.
     """
 
-    def __init__(
-        self,
-        ledger: AsyncLedger,
-        *,
-        index: IndexConfig | None = None,
-        ttl: TTLConfig | None = None,
-    ) -> None:
+    def __new__(cls, ledger: AsyncLedger, **_: Any) -> AsyncLedgerStore:
+        # Refused before the object exists: LangGraph's batched store's __del__ reads
+        # what only its __init__ sets, and would fail on a half-made store.
         if not isinstance(ledger, AsyncLedger):
             raise UsageError(
                 f"AsyncLedgerStore takes an AsyncLedger, got {type(ledger).__name__}; "
@@ -486,6 +468,15 @@ class AsyncLedgerStore(_Store, AsyncBatchedBaseStore):
                 "make an AsyncLedgerStore inside a running event loop (in async code), "
                 "as LangGraph's async stores are made; a LedgerStore needs none"
             ) from None
+        return super().__new__(cls)
+
+    def __init__(
+        self,
+        ledger: AsyncLedger,
+        *,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+    ) -> None:
         _Store.__init__(self, index=index, ttl=ttl)
         AsyncBatchedBaseStore.__init__(self)
         self.ledger = ledger.primary

@@ -43,6 +43,13 @@ def _ledger_url(database: str) -> str | None:
     return os.environ[f"AGENTLEDGER_SUITE_{database.upper()}_URL"]
 
 
+WARM_UP = {"configurable": {"thread_id": "warm-up"}}
+"""A thread no test writes, read once before a test: an in-memory ledger migrates and
+every ledger checks its schema at its first call, as LangGraph's fixtures run their
+savers' ``setup()`` before the test (stream tests time their first event to 0.1 s,
+which a migration on a loaded host overran)."""
+
+
 def _scope() -> str:
     """A new scope's name (from ``secrets``: some tests patch ``uuid.uuid4`` to make
     LangGraph's ids predictable, and a fixture must not take one of them)."""
@@ -58,7 +65,9 @@ def sync_checkpointer(request: pytest.FixtureRequest) -> Iterator[BaseCheckpoint
     url = _ledger_url(request.param.removeprefix("agentledger_"))
     ledger = Ledger.in_memory() if url is None else Ledger(url)
     try:
-        yield LedgerSaver(ledger, app_name=_scope())
+        saver = LedgerSaver(ledger, app_name=_scope())
+        saver.get_tuple(WARM_UP)
+        yield saver
     finally:
         ledger.close()
 
@@ -74,7 +83,9 @@ async def async_checkpointer(
     url = _ledger_url(request.param.removeprefix("agentledger_").removesuffix("_aio"))
     ledger = AsyncLedger.in_memory() if url is None else AsyncLedger(url)
     try:
-        yield AsyncLedgerSaver(ledger, app_name=_scope())
+        async_saver = AsyncLedgerSaver(ledger, app_name=_scope())
+        await async_saver.aget_tuple(WARM_UP)
+        yield async_saver
     finally:
         await ledger.close()
 
