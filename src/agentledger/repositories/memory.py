@@ -20,9 +20,11 @@ it is one range of the primary key (``memories.ada`` and ``memories.ada.%``).
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 from array import array
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, cast
@@ -42,7 +44,7 @@ from sqlalchemy import (
 )
 
 from .._checks import bounded_int, checked_text, text_problem
-from .._dialects import capabilities
+from .._dialects import Capabilities, capabilities
 from .._json import Limits, check_object, decode_json
 from .._limits import MAX_EMBEDDING_PATH_LENGTH, MAX_MEMORY_KEY_LENGTH, MAX_MEMORY_NAMESPACE_LENGTH
 from .._translate import duplicate_as
@@ -60,6 +62,8 @@ Embedding = tuple[str, Sequence[float]]
 
 MAX_TTL_MINUTES = 1_000_000_000.0
 """The longest time to live (about 1,900 years): beyond it a datetime overflows."""
+_KEYS_AT_ONCE = 500
+"""The most (namespace, key) pairs one statement names."""
 MAX_PAGE = 10_000
 """The most items or namespaces one search or listing returns."""
 FILTER_OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
@@ -320,13 +324,23 @@ _WITH_VECTORS = _COLUMNS.add_columns(
 )
 
 
-def _live(now: datetime) -> ColumnElement[bool]:
+_WRITTEN = (
+    "value",
+    "text",
+    "embedding_paths",
+    "embeddings",
+    "updated_at",
+    "ttl_minutes",
+    "expires_at",
+)
+"""The columns every put writes."""
+
+
+def _live(now: datetime | ColumnElement[Any]) -> ColumnElement[bool]:
     return or_(ITEMS.c.expires_at.is_(None), ITEMS.c.expires_at > now)
 
 
-def _item(
-    row: Any, *, expires_at: datetime | None = None, score: float | None = None
-) -> MemoryItem:
+def _item(row: Any) -> MemoryItem:
     key = (row.namespace, row.key)
     value = decode_json(row.value, table=TABLE, key=key, column="value")
     if type(value) is not dict:
@@ -346,9 +360,9 @@ def _item(
             "created_at": row.created_at,
             "updated_at": row.updated_at,
             "ttl_minutes": row.ttl_minutes,
-            "expires_at": row.expires_at if expires_at is None else expires_at,
+            "expires_at": row.expires_at,
             "revision": row.revision,
-            "score": score,
+            "score": None,
         },
     )
 
@@ -369,6 +383,39 @@ def _key_of(namespace: object, key: object) -> _Key:
 
 def _where(key: _Key) -> ColumnElement[bool]:
     return and_(ITEMS.c.namespace == key.stored, ITEMS.c.key == key.key)
+
+
+_GET = _COLUMNS.where(
+    ITEMS.c.namespace == bindparam("b_namespace"),
+    ITEMS.c.key == bindparam("b_key"),
+    _live(bindparam("b_now", type_=ITEMS.c.expires_at.type)),
+)
+"""One live item (built once: a get is the store's hottest read)."""
+
+
+@functools.cache
+def _upsert(found: Capabilities, *, returning: bool) -> Any:
+    """The plain put of one item (built once per database family): insert it, or
+    replace the stored one and bump its revision. Parameters: every column, and
+    ``b_now`` (the write's time)."""
+    statement = found.insert(ITEMS)
+    new = statement.excluded if found.upsert == "on_conflict" else statement.inserted
+    now = bindparam("b_now", type_=ITEMS.c.updated_at.type)
+    # An expired item replaced is a new item (created now); its revision keeps counting,
+    # so a compare-and-set from a read of the old one never matches. created_at comes
+    # first: MariaDB/MySQL's assignments see the ones before them.
+    replaced: list[tuple[str, Any]] = [
+        ("created_at", case((~_live(now), new.created_at), else_=ITEMS.c.created_at)),
+        *((name, new[name]) for name in _WRITTEN),
+        ("revision", ITEMS.c.revision + 1),
+    ]
+    if found.upsert == "on_conflict":
+        upsert = statement.on_conflict_do_update(
+            index_elements=[ITEMS.c.namespace, ITEMS.c.key], set_=dict(replaced)
+        )
+    else:
+        upsert = statement.on_duplicate_key_update(replaced)
+    return upsert.returning(ITEMS.c.created_at, ITEMS.c.revision) if returning else upsert
 
 
 class MemoryRepository(Repository):
@@ -430,7 +477,8 @@ class MemoryRepository(Repository):
                 key that is not 1 to 255 characters of text.
         """
         found = _key_of(namespace, key)
-        row = self._connection().execute(_COLUMNS.where(_where(found), _live(self._now()))).first()
+        parameters = {"b_namespace": found.stored, "b_key": found.key, "b_now": self._now()}
+        row = self._connection().execute(_GET, parameters).first()
         return None if row is None else _item(row)
 
     @operation(writes=True)
@@ -501,38 +549,18 @@ class MemoryRepository(Repository):
     def _upsert(self, key: _Key, fields: dict[str, Any], now: datetime) -> tuple[datetime, int]:
         """Insert the item, or replace the stored one and bump its revision, in one
         statement concurrent writers cannot race; its creation time and revision."""
-        found = capabilities(self._connection().dialect)
-        statement = found.insert(ITEMS).values(
-            namespace=key.stored, key=key.key, created_at=now, revision=1, **fields
-        )
-        # An expired item replaced is a new item (created now); its revision keeps
-        # counting, so a compare-and-set from a read of the old one never matches.
-        # created_at comes first: MariaDB/MySQL's assignments see the ones before them.
-        replaced: list[tuple[str, Any]] = [
-            ("created_at", case((~_live(now), now), else_=ITEMS.c.created_at)),
-            *fields.items(),
-            ("revision", ITEMS.c.revision + 1),
-        ]
-        if found.upsert == "on_conflict":
-            upsert = statement.on_conflict_do_update(
-                index_elements=[ITEMS.c.namespace, ITEMS.c.key], set_=dict(replaced)
-            )
-        else:
-            upsert = statement.on_duplicate_key_update(replaced)
+        connection = self._connection()
+        found = capabilities(connection.dialect)
+        row = {"namespace": key.stored, "key": key.key, "created_at": now, "revision": 1}
+        parameters = {**row, **fields, "b_now": now}
         if found.update_returning:
-            row = (
-                self._connection()
-                .execute(upsert.returning(ITEMS.c.created_at, ITEMS.c.revision))
-                .first()
-            )
+            stored = connection.execute(_upsert(found, returning=True), parameters).first()
         else:
-            self._connection().execute(upsert)
-            row = (
-                self._connection()
-                .execute(select(ITEMS.c.created_at, ITEMS.c.revision).where(_where(key)))
-                .first()
-            )
-        return row.created_at, row.revision
+            connection.execute(_upsert(found, returning=False), parameters)
+            stored = connection.execute(
+                select(ITEMS.c.created_at, ITEMS.c.revision).where(_where(key))
+            ).first()
+        return stored.created_at, stored.revision
 
     def _create(self, key: _Key, fields: dict[str, Any], now: datetime) -> None:
         """Insert the item; ConflictError ``exists`` when one is stored (an expired
@@ -648,9 +676,9 @@ class MemoryRepository(Repository):
             for row in connection.execute(_COLUMNS.where(_under(prefix)))
             if matches(_item(row).value, conditions)
         ]
-        for namespace, key in doomed:
+        for chunk in _chunks(doomed):
             connection.execute(
-                delete(ITEMS).where(ITEMS.c.namespace == namespace, ITEMS.c.key == key)
+                delete(ITEMS).where(tuple_(ITEMS.c.namespace, ITEMS.c.key).in_(chunk))
             )
         return len(doomed)
 
@@ -693,8 +721,7 @@ class MemoryRepository(Repository):
             if not conditions:
                 page = self._connection().execute(statement.limit(limit).offset(offset))
                 return [_item(row) for row in page]
-            picked = _pick(self._connection().execute(statement), conditions, limit, offset)
-            return [_item(row) for row in picked]
+            return _pick(self._connection().execute(statement), conditions, limit, offset)
         return self._by_meaning(statement, conditions, query, metric, limit, offset)
 
     def _by_meaning(
@@ -708,16 +735,13 @@ class MemoryRepository(Repository):
     ) -> list[MemoryItem]:
         """The page of items closest to ``query`` among those ``statement`` reads that
         meet ``conditions``, each with its score."""
-        rows = [
-            row
-            for row in self._connection().execute(
-                statement.order_by(ITEMS.c.namespace, ITEMS.c.key)
-            )
-            if not conditions or matches(_item(row).value, conditions)
-        ]
+        read = self._connection().execute(statement.order_by(ITEMS.c.namespace, ITEMS.c.key))
+        items = [(row, _item(row)) for row in read]
         norm = math.sqrt(sum(number * number for number in query))
-        scored: list[tuple[float | None, Any]] = []
-        for row in rows:
+        scored: list[tuple[float, MemoryItem]] = []
+        for row, item in items:
+            if conditions and not matches(item.value, conditions):
+                continue
             vectors = _vectors(
                 decode_json(
                     row.embedding_paths,
@@ -731,10 +755,10 @@ class MemoryRepository(Repository):
             usable = [vector for vector in vectors if len(vector) == len(query)]
             if usable:
                 best = max(_score(metric, query, norm, vector) for vector in usable)
-                scored.append((best, row))
-        scored.sort(key=lambda pair: -(pair[0] or 0.0))
+                scored.append((best, item))
+        scored.sort(key=lambda pair: -pair[0])
         page = scored[offset : offset + limit]
-        return [_item(row, score=score) for score, row in page]
+        return [item.model_copy(update={"score": score}) for score, item in page]
 
     @operation(writes=False)
     def list_namespaces(
@@ -824,15 +848,35 @@ class MemoryRepository(Repository):
     ) -> list[tuple[Namespace, str]]:
         """Delete those of ``items`` (namespace, key pairs) still expired now (one
         refreshed or rewritten since it was listed stays); those deleted, in order."""
+        keys = [_key_of(namespace, key) for namespace, key in items]
         now = self._now()
         expired = and_(ITEMS.c.expires_at.is_not(None), ITEMS.c.expires_at <= now)
         connection = self._connection()
+        gone: set[tuple[str, str]] = set()
+        for chunk in _chunks(sorted({(k.stored, k.key) for k in keys})):
+            among = tuple_(ITEMS.c.namespace, ITEMS.c.key).in_(chunk)
+            # Those still expired, locked so no refresh slips in before the DELETE.
+            still = connection.execute(
+                select(ITEMS.c.namespace, ITEMS.c.key).where(among, expired).with_for_update()
+            ).all()
+            if still:
+                doomed = [(row.namespace, row.key) for row in still]
+                connection.execute(
+                    delete(ITEMS).where(tuple_(ITEMS.c.namespace, ITEMS.c.key).in_(doomed))
+                )
+                gone.update(doomed)
         deleted: list[tuple[Namespace, str]] = []
-        for namespace, key in items:
-            found = _key_of(namespace, key)
-            if connection.execute(delete(ITEMS).where(_where(found), expired)).rowcount:
-                deleted.append((found.namespace, found.key))
+        for k in keys:  # in the order given, each once
+            if (k.stored, k.key) in gone:
+                gone.discard((k.stored, k.key))
+                deleted.append((k.namespace, k.key))
         return deleted
+
+
+def _chunks(pairs: list[tuple[str, str]]) -> Iterator[list[tuple[str, str]]]:
+    """``pairs`` (stored namespace, key) in lists short enough for one IN."""
+    for start in range(0, len(pairs), _KEYS_AT_ONCE):
+        yield pairs[start : start + _KEYS_AT_ONCE]
 
 
 def _checked_query(vector: Sequence[float]) -> list[float]:
@@ -860,17 +904,9 @@ def _pattern(value: object, name: str) -> Namespace:
     return tuple(value)
 
 
-def _pick(rows: Iterable[Any], conditions: dict[str, Any], limit: int, offset: int) -> list[Any]:
-    """The page ``offset``, ``limit`` of the rows whose value meets ``conditions``."""
-    picked: list[Any] = []
-    skipped = 0
-    for row in rows:
-        if not matches(_item(row).value, conditions):
-            continue
-        if skipped < offset:
-            skipped += 1
-            continue
-        picked.append(row)
-        if len(picked) >= limit:
-            break
-    return picked
+def _pick(
+    rows: Iterable[Any], conditions: dict[str, Any], limit: int, offset: int
+) -> list[MemoryItem]:
+    """The page ``offset``, ``limit`` of the items whose value meets ``conditions``."""
+    kept = (item for item in map(_item, rows) if matches(item.value, conditions))
+    return list(itertools.islice(kept, offset, offset + limit))

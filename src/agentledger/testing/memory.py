@@ -411,6 +411,21 @@ class MemoryExpiryContract:
             assert await ledger.memory.expired() == []
 
 
+    async def test_delete_expired_names_each_deleted_item_once_in_the_order_given(
+        self, harness: Harness
+    ) -> None:
+        clock = SettableClock()
+        other = ("memories", "bob")
+        async with ledger_with(harness, clock=clock) as ledger:
+            for namespace in (ADA, other):
+                await ledger.memory.put(namespace, "brief", {}, ttl_minutes=1)
+            clock.advance(2 * MINUTE)
+            given = [(other, "brief"), (ADA, "brief"), (other, "brief"), (ADA, "never")]
+            deleted = await ledger.memory.delete_expired(given)
+            assert deleted == [(other, "brief"), (ADA, "brief")]
+            assert await ledger.memory.expired() == []
+
+
 @tier("driver")
 class MemoryConcurrencyContract:
     """Concurrent writers of one item."""
