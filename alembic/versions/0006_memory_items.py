@@ -1,13 +1,20 @@
 """Long-term memory: agentledger_memory_items.
 
-Deploy: EXPAND. It only adds a table, which code before it never reads, so it is safe
-to apply before the new code deploys.
+Deploy: EXPAND. It only adds a table (with its text index: on SQLite an FTS5 table and
+triggers on the new table), which code before it never reads, so it is safe to apply
+before the new code deploys.
 
 - agentledger_memory_items: one row per (namespace, key), holding a JSON object (JSONB
   on PostgreSQL), its words for keyword search, the vectors of its embedded fields
   (float32 bytes, with their paths), when it was stored and last written, its time to
   live and when it expires (indexed, for the sweeper), and a revision for
-  compare-and-set writes. A namespace is its labels joined by ``.``, sorted byte for
+  compare-and-set writes. ``words`` (the distinct words of ``text``) is what each
+  database's own text index holds, for keyword search: PostgreSQL's GIN index of
+  ``to_tsvector('simple', words)``, MariaDB/MySQL's FULLTEXT index, and on SQLite an
+  FTS5 table (``agentledger_memory_words``, with its shadow tables) kept by three
+  triggers, made only where the SQLite build has FTS5 (keyword search then reads every
+  item under its prefix). A later migration that rebuilds this table on SQLite (batch
+  mode) must make those triggers again. A namespace is its labels joined by ``.``, sorted byte for
   byte (binary collation on MariaDB/MySQL, "C" on PostgreSQL) so a namespace and
   everything under it is one range of the primary key.
 
@@ -35,6 +42,18 @@ MYSQL = ("mysql", "mariadb")
 TABLE_OPTIONS = {"mysql_engine": "InnoDB", "mysql_charset": "utf8mb4"}
 ITEMS = "agentledger_memory_items"
 BY_EXPIRY = "ix_agentledger_memory_items_expires_at"
+BY_TSVECTOR = "ix_agentledger_memory_items_words_tsvector"
+BY_FULLTEXT = "ix_agentledger_memory_items_words"
+FTS = "agentledger_memory_words"
+# Constant SQL, no input in it: the table names above.
+_ADD = f"INSERT INTO {FTS}(rowid, words) VALUES (new.rowid, new.words);"  # noqa: S608
+_DROP = f"INSERT INTO {FTS}({FTS}, rowid, words) VALUES ('delete', old.rowid, old.words);"  # noqa: S608
+FTS_TRIGGERS = {
+    "insert": f"AFTER INSERT ON {ITEMS} BEGIN {_ADD} END",
+    "delete": f"AFTER DELETE ON {ITEMS} BEGIN {_DROP} END",
+    "update": f"AFTER UPDATE OF words ON {ITEMS} BEGIN {_DROP} {_ADD} END",
+}
+"""SQLite: the FTS5 table's rows follow the items' (an external-content table)."""
 
 
 def _schema() -> str | None:
@@ -73,7 +92,9 @@ def upgrade() -> None:
         sa.Column("namespace", _ordered(512), nullable=False),
         sa.Column("key", _ordered(255), nullable=False),
         sa.Column("value", _json().with_variant(postgresql.JSONB(), "postgresql"), nullable=False),
-        sa.Column("text", sa.Text(), nullable=True),
+        # MariaDB/MySQL's TEXT stops at 64 KiB.
+        sa.Column("text", sa.Text().with_variant(mysql.LONGTEXT(), *MYSQL), nullable=True),
+        sa.Column("words", sa.Text().with_variant(mysql.LONGTEXT(), *MYSQL), nullable=True),
         sa.Column("embedding_paths", _json(), nullable=True),
         # MariaDB/MySQL's BLOB stops at 64 KiB.
         sa.Column(
@@ -89,9 +110,35 @@ def upgrade() -> None:
         **TABLE_OPTIONS,
     )
     op.create_index(BY_EXPIRY, ITEMS, ["expires_at"], schema=schema)
+    dialect = op.get_context().dialect.name
+    if dialect == "postgresql":
+        words = sa.text("to_tsvector('simple', words)")
+        op.create_index(BY_TSVECTOR, ITEMS, [words], postgresql_using="gin", schema=schema)
+    elif dialect in MYSQL:
+        op.create_index(BY_FULLTEXT, ITEMS, ["words"], mysql_prefix="FULLTEXT", schema=schema)
+    elif dialect == "sqlite" and _has_fts5():
+        external = f"content='{ITEMS}', content_rowid='rowid'"
+        op.execute(f"CREATE VIRTUAL TABLE {FTS} USING fts5(words, {external})")
+        for event, body in FTS_TRIGGERS.items():
+            op.execute(f"CREATE TRIGGER {FTS}_{event} {body}")
+
+
+def _has_fts5() -> bool:
+    # A live SQLite connection: SQLite's migrations never run offline.
+    used = op.get_bind().exec_driver_sql("SELECT sqlite_compileoption_used('ENABLE_FTS5')")
+    return bool(used.scalar())
 
 
 def downgrade() -> None:
     schema = _schema()
+    dialect = op.get_context().dialect.name
+    if dialect == "postgresql":
+        op.drop_index(BY_TSVECTOR, table_name=ITEMS, schema=schema)
+    elif dialect in MYSQL:
+        op.drop_index(BY_FULLTEXT, table_name=ITEMS, schema=schema)
+    elif dialect == "sqlite":
+        for event in FTS_TRIGGERS:
+            op.execute(f"DROP TRIGGER IF EXISTS {FTS}_{event}")
+        op.execute(f"DROP TABLE IF EXISTS {FTS}")
     op.drop_index(BY_EXPIRY, table_name=ITEMS, schema=schema)
     op.drop_table(ITEMS, schema=schema)

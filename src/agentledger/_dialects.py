@@ -85,6 +85,13 @@ class Capabilities:
     by VACUUM, its migrations rebuild tables in batch mode, which needs a live
     database (no offline SQL) and one transaction with foreign keys off, and it has
     no server replicas a ledger could read from (``readers=`` is refused)."""
+    text_index: Literal["tsvector", "fts5", "fulltext"]
+    """The database's own text index over memory items' words, which keyword search
+    reads through (``repositories/_keywords.py``): PostgreSQL's GIN index of
+    ``to_tsvector('simple', words)``; SQLite's FTS5 table kept by triggers (where the
+    SQLite build has FTS5: else every item under the prefix is read); MariaDB/MySQL's
+    FULLTEXT index, which holds no word shorter than its minimum token, none of its
+    stopwords, and a transaction's writes only after its COMMIT."""
     retry_attempts: int
     """How many attempts a ledger given no ``RetryPolicy`` makes of a call that fails
     transiently (``RetryPolicy.attempts``). One server aborts a transaction to keep
@@ -111,6 +118,7 @@ _POSTGRESQL = Capabilities(
     index_hints=False,
     driver_sql=True,
     single_file=False,
+    text_index="tsvector",
     retry_attempts=4,
 )
 _SQLITE = Capabilities(
@@ -131,6 +139,7 @@ _SQLITE = Capabilities(
     index_hints=False,
     driver_sql=True,
     single_file=True,
+    text_index="fts5",
     retry_attempts=4,
 )
 _MYSQL = Capabilities(
@@ -151,6 +160,7 @@ _MYSQL = Capabilities(
     index_hints=True,
     driver_sql=False,
     single_file=False,
+    text_index="fulltext",
     retry_attempts=4,
 )
 

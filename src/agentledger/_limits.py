@@ -41,5 +41,7 @@ primary key stays within MariaDB/MySQL's 3,072 bytes of index (767 characters of
 utf8mb4)."""
 MAX_MEMORY_KEY_LENGTH = 255
 """The longest key of a memory item (characters)."""
+MAX_MEMORY_PAGE = 10_000
+"""The most memory items or namespaces one search or listing returns."""
 MAX_EMBEDDING_PATH_LENGTH = 255
 """The longest path of an embedded field of a memory item (``text``, ``items[*].body``)."""

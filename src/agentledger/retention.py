@@ -37,7 +37,7 @@ from ._host import Host
 from .errors import ValidationError
 from .records import CheckpointInfo, Record, SessionSelection, SessionSummary
 from .repositories.checkpoints import CheckpointRepository
-from .repositories.memory import MemoryRepository
+from .repositories.memory import MemoryRepository, rebuild_words_index
 from .repositories.sessions import SessionRepository
 
 DEFAULT_BATCH = 500
@@ -76,6 +76,7 @@ def sqlite_vacuum(connection: Connection) -> None:
     cursor = driver_connection.cursor()
     try:
         cursor.execute("VACUUM")
+        rebuild_words_index(cursor)
         cursor.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
         cursor.close()

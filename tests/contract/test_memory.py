@@ -1,6 +1,11 @@
 """The long-term memory contract on every backend x mode."""
 
-from agentledger.testing import MemoryConcurrencyContract, MemoryContract, MemoryExpiryContract
+from agentledger.testing import (
+    MemoryConcurrencyContract,
+    MemoryContract,
+    MemoryExpiryContract,
+    MemoryKeywordContract,
+)
 
 
 class TestMemory(MemoryContract):
@@ -8,6 +13,10 @@ class TestMemory(MemoryContract):
 
 
 class TestMemoryExpiry(MemoryExpiryContract):
+    pass
+
+
+class TestMemoryKeywords(MemoryKeywordContract):
     pass
 
 

@@ -14,8 +14,19 @@ from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
 
 from agentledger import migrations
-from agentledger.migrations.compare import target_metadata
-from agentledger.models import TABLE_PREFIX, VERSION_TABLE, AgentMessage, AgentSession, metadata
+from agentledger.migrations.compare import (
+    include_agentledger_objects,
+    quiet_about_text_indexes,
+    target_metadata,
+)
+from agentledger.models import (
+    TABLE_PREFIX,
+    VERSION_TABLE,
+    WORDS_TABLE,
+    AgentMessage,
+    AgentSession,
+    metadata,
+)
 
 OUR_TABLES = frozenset(metadata.tables)
 
@@ -80,13 +91,15 @@ def drift(url: URL, *, schema: str | None = None) -> list[Any]:
                 opts={
                     "compare_type": True,
                     "include_name": include,
+                    "include_object": include_agentledger_objects,
                     "include_schemas": schema is not None,
                     "version_table": VERSION_TABLE,
                     "version_table_schema": schema,
                     "target_metadata": target,
                 },
             )
-            return list(compare_metadata(context, target))
+            with quiet_about_text_indexes():
+                return list(compare_metadata(context, target))
     finally:
         engine.dispose()
 
@@ -102,8 +115,13 @@ def table_names(url: URL, *, schema: str | None = None) -> set[str]:
 
 
 def our_table_names(url: URL, *, schema: str | None = None) -> set[str]:
-    """agentledger's tables present, the version table included."""
-    return {name for name in table_names(url, schema=schema) if name.startswith(TABLE_PREFIX)}
+    """agentledger's tables present, the version table included (not SQLite's FTS5
+    table of memory items' words, nor its shadow tables: test_0006_memory's)."""
+    return {
+        name
+        for name in table_names(url, schema=schema)
+        if name.startswith(TABLE_PREFIX) and not name.startswith(WORDS_TABLE)
+    }
 
 
 AT = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)

@@ -14,6 +14,7 @@ from sqlalchemy.pool import NullPool
 from agentledger import migrations
 from agentledger.cli import EXIT_OK, EXIT_SCHEMA, main
 from agentledger.errors import SchemaError, ValidationError
+from agentledger.migrations.compare import copied_metadata
 from agentledger.models import VERSION_TABLE, metadata
 
 from ..databases import scratch_database
@@ -25,9 +26,7 @@ NEW_INDEX = "ix_agentledger_steps_started_at_model"
 def _copy(
     edit: Callable[[MetaData], None] = lambda _: None, *, schema: str | None = None
 ) -> MetaData:
-    copy = MetaData(naming_convention=metadata.naming_convention)
-    for table in metadata.sorted_tables:
-        table.to_metadata(copy, schema=schema)
+    copy = copied_metadata(schema)
     edit(copy)
     return copy
 

@@ -188,6 +188,23 @@ def test_after_a_large_purge_vacuum_gives_sqlite_space_back(tmp_path: Path) -> N
     assert os.path.getsize(path) == done.after
 
 
+@pytest.mark.sqlite
+def test_memories_are_found_by_their_words_after_a_vacuum(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'words.db'}"
+    migrations.upgrade(url)
+    with ledger_at(url) as ledger:
+        for index in range(300):
+            ledger.memory.put(("notes",), f"n{index}", {}, text=f"note{index} pasta")
+        for index in range(0, 300, 2):
+            ledger.memory.delete(("notes",), f"n{index}")
+        ledger.retention.vacuum()
+        found = ledger.memory.search(("notes",), words="note299 note1", limit=10)
+        every = ledger.memory.search(("notes",), words="pasta", limit=500)
+
+    assert sorted(item.key for item in found) == ["n1", "n299"]
+    assert len(every) == 150
+
+
 @pytest.mark.parametrize("dialect", dialect_params("postgresql", "mysql"))
 def test_vacuum_is_only_for_sqlite(tmp_path: Path, dialect: str) -> None:
     with scratch_database(dialect, str(tmp_path)) as url:

@@ -3,12 +3,13 @@
 Each memory is an item under the namespace ``("adk", app_name, user_id)``: an event's
 text parts with its author, time and session, keyed by the event's id (so adding a
 session again, or an event twice, stores it once), or an entry given to ``add_memory``
-under its id (a new one when it has none). Its words, lower-cased, are the item's
-``text``; ``search_memory`` scores each of the user's memories by how many of the
-query's words it holds (a whole word; a word in a script without spaces, such as
-Chinese or Japanese, anywhere in the text), as ADK's in-memory service does, best
-first, then newest, at most ``max_results``. The words are matched by agentledger on
-every database alike (the same answer on SQLite, PostgreSQL and MariaDB).
+under its id (a new one when it has none). Its text parts are the item's ``text``;
+``search_memory`` is the memory repository's keyword search: the user's memories that
+hold the most of the query's words (a whole word, whatever its case; a word in a
+script without spaces, such as Chinese or Japanese, anywhere in the text), as ADK's
+in-memory service scores them, then the newest, at most ``max_results``. It reads
+through each database's own text index (SQLite FTS5, PostgreSQL full-text search,
+MariaDB/MySQL FULLTEXT) where it can, with the same answer on every database.
 
 Deletes: ``delete_memory`` one memory by the id ``search_memory`` gave, or every
 memory of the user when no id is given; ``delete_session_memories`` those of one
@@ -17,8 +18,6 @@ session (a user's right to have a conversation forgotten).
 
 from __future__ import annotations
 
-import re
-import unicodedata
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -32,18 +31,13 @@ from google.genai import types
 from sqlalchemy.engine import URL
 
 from .. import AsyncLedger, MemoryItem, ValidationError
+from .._limits import MAX_MEMORY_PAGE
 from ._adk_uri import database_url, ledger_of
 
 NAMESPACE: Final = "adk"
 """The first label of every ADK memory's namespace: ``("adk", app_name, user_id)``."""
 DEFAULT_MAX_RESULTS: Final = 10
 """How many memories a search returns unless told (ADK's in-memory service's 10)."""
-_WORD = re.compile(r"\w+")
-_READ_AT_ONCE = 10_000
-
-
-def _words(text: str) -> set[str]:
-    return {word.lower() for word in _WORD.findall(unicodedata.normalize("NFC", text))}
 
 
 def _text_of(content: types.Content | None) -> str:
@@ -52,14 +46,6 @@ def _text_of(content: types.Content | None) -> str:
         return ""
     parts = [part.text for part in content.parts if part.text and not part.thought]
     return " ".join(text.replace("\n", " ") for text in parts)
-
-
-def _matches(query: set[str], text: str) -> int:
-    """How many of the query's words ``text`` holds: as a word, or (a word outside
-    ASCII, from a script written without spaces) anywhere in it."""
-    held = _words(text)
-    lowered = unicodedata.normalize("NFC", text).lower()
-    return sum(1 for word in query if word in held or (not word.isascii() and word in lowered))
 
 
 def _timestamp(seconds: float | None) -> str | None:
@@ -82,12 +68,17 @@ class LedgerMemoryService(BaseMemoryService):
         *,
         max_results: int = DEFAULT_MAX_RESULTS,
     ) -> None:
-        self.ledger, self._owns_ledger = ledger_of(ledger, "LedgerMemoryService")
-        if isinstance(max_results, bool) or not isinstance(max_results, int) or max_results < 1:
+        if (
+            isinstance(max_results, bool)
+            or not isinstance(max_results, int)
+            or not 1 <= max_results <= MAX_MEMORY_PAGE
+        ):
             raise ValidationError(
-                f"max_results must be a positive int, got {max_results!r}", path="max_results"
+                f"max_results must be an int from 1 to {MAX_MEMORY_PAGE:,}, got {max_results!r}",
+                path="max_results",
             )
         self.max_results = max_results
+        self.ledger, self._owns_ledger = ledger_of(ledger, "LedgerMemoryService")
 
     async def close(self) -> None:
         """Close the ledger if this service made it (from a URL); a borrowed one is left."""
@@ -139,7 +130,7 @@ class LedgerMemoryService(BaseMemoryService):
                         "session_id": session_id,
                         "custom_metadata": metadata,
                     },
-                    text=text.lower(),
+                    text=text,
                 )
 
         await self.ledger.run(store)
@@ -174,7 +165,7 @@ class LedgerMemoryService(BaseMemoryService):
                         "session_id": None,
                         "custom_metadata": {**shared, **entry.custom_metadata},
                     },
-                    text=_text_of(entry.content).lower(),
+                    text=_text_of(entry.content),
                 )
 
         await self.ledger.run(store)
@@ -184,25 +175,10 @@ class LedgerMemoryService(BaseMemoryService):
     ) -> SearchMemoryResponse:
         """The user's memories that hold the query's words, those holding the most
         first, then the newest; at most ``max_results``."""
-        words = _words(query)
-        if not words:
-            return SearchMemoryResponse(memories=[])
-        scored: list[tuple[int, MemoryItem]] = []
-        offset = 0
-        while True:  # every memory of the user, newest first, a page at a time
-            page = await self.ledger.memory.search(
-                self._namespace(app_name, user_id), limit=_READ_AT_ONCE, offset=offset
-            )
-            scored += [(_matches(words, item.text or ""), item) for item in page]
-            if len(page) < _READ_AT_ONCE:
-                break
-            offset += len(page)
-        ranked = sorted(
-            (pair for pair in scored if pair[0]), key=lambda pair: -pair[0]
-        )  # stable: newest first among equals
-        return SearchMemoryResponse(
-            memories=[_entry(item) for _, item in ranked[: self.max_results]]
+        found = await self.ledger.memory.search(
+            self._namespace(app_name, user_id), words=query, limit=self.max_results
         )
+        return SearchMemoryResponse(memories=[_entry(item) for item in found])
 
     async def delete_memory(
         self, *, app_name: str, user_id: str, memory_id: str | None = None

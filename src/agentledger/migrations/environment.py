@@ -17,7 +17,7 @@ from sqlalchemy.engine import URL
 from ..engine import brief_transaction, resolve_url, validate_schema
 from ..errors import SchemaError
 from ..models import VERSION_TABLE
-from .compare import comparison_options
+from .compare import comparison_options, quiet_about_text_indexes
 from .locks import check_offline_sql, migration_lock, migration_run
 from .scripts import SCHEMA_ATTRIBUTE
 from .target import connected
@@ -86,7 +86,7 @@ def _run_online(
             _create_schema(connection, schema)
         with migration_run(connection) as run_options:
             context.configure(**run_options, **options)
-            with context.begin_transaction():
+            with context.begin_transaction(), quiet_about_text_indexes():
                 context.run_migrations()
 
 

@@ -14,12 +14,25 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Double, Index, Integer, Text
+from sqlalchemy import Double, Index, Integer
 from sqlalchemy.orm import Mapped, mapped_column
 
 from .._limits import MAX_MEMORY_KEY_LENGTH, MAX_MEMORY_NAMESPACE_LENGTH
 from .base import MYSQL_TABLE_ARGS, Base
-from .types import Binary, JSONDocument, JSONState, OrderedIdentifier, UTCDateTime
+from .types import (
+    Binary,
+    JSONDocument,
+    JSONState,
+    LongText,
+    OrderedIdentifier,
+    UTCDateTime,
+    text_indexes,
+)
+
+WORDS_TABLE = "agentledger_memory_words"
+"""SQLite's FTS5 table over memory items' ``words`` (and its shadow tables, whose names
+start with it): made by migration 0006 where SQLite has FTS5, kept by triggers, not a
+model, so autogenerate leaves it out."""
 
 
 class AgentMemoryItem(Base):
@@ -37,9 +50,13 @@ class AgentMemoryItem(Base):
     """The item's key within its namespace."""
     value: Mapped[dict[str, Any]] = mapped_column(JSONState())
     """The item: a JSON object (JSONB on PostgreSQL, so it can be queried)."""
-    text: Mapped[str | None] = mapped_column(Text())
-    """The item's words for keyword search (ADK's memories: their content as text);
-    None for an item that is not searched by keyword."""
+    text: Mapped[str | None] = mapped_column(LongText())
+    """What keyword search reads (ADK's memories: their content as text); None for an
+    item that is not searched by keyword."""
+    words: Mapped[str | None] = mapped_column(LongText())
+    """The distinct words of ``text``, lower-cased, joined by spaces: what the
+    database's text index holds (``agentledger0overflow`` alone for more than 100,000
+    characters of them). Written with ``text``, never on its own."""
     embedding_paths: Mapped[list[str] | None] = mapped_column(JSONDocument(none_as_null=True))
     """The fields embedded for search by meaning, one path per vector in
     ``embeddings`` (a path may repeat: ``items[*].body`` gives one per element)."""
@@ -64,3 +81,10 @@ class AgentMemoryItem(Base):
         Index(None, "expires_at"),
         MYSQL_TABLE_ARGS,
     )
+
+
+TEXT_INDEXES = frozenset(
+    str(index.name)
+    for index in text_indexes(AgentMemoryItem.__table__.c.words, AgentMemoryItem.__tablename__)
+)
+"""The names of the text indexes over ``words``, each made on its own database family."""

@@ -28,7 +28,20 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Date, DateTime, Integer, LargeBinary, String, Text
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    ColumnElement,
+    Date,
+    DateTime,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    func,
+    text,
+)
 from sqlalchemy.dialects import mysql, postgresql
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.compiler import compiles
@@ -91,6 +104,11 @@ def OrderedIdentifier(length: int) -> TypeEngine[str]:
         )
         .with_variant(postgresql.VARCHAR(length, collation="C"), "postgresql")
     )
+
+
+def LongText() -> TypeEngine[str]:
+    """Text of any length: MariaDB/MySQL's TEXT stops at 64 KiB, so LONGTEXT there."""
+    return Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
 
 
 def Binary() -> TypeEngine[bytes]:
@@ -169,3 +187,19 @@ def _utc_day_default(element: utc_day, compiler: SQLCompiler, **kw: Any) -> str:
 @compiles(utc_day, "postgresql")
 def _utc_day_postgresql(element: utc_day, compiler: SQLCompiler, **kw: Any) -> str:
     return f"DATE({compiler.process(element.clauses, **kw)} AT TIME ZONE 'UTC')"
+
+
+def text_indexes(words: ColumnElement[Any], table_name: str) -> tuple[Index, Index]:
+    """The text indexes keyword search reads ``words`` through (see
+    ``_dialects.Capabilities.text_index``): PostgreSQL's GIN index of its tsvector under
+    the ``simple`` configuration (no stemming, no stopwords), and MariaDB/MySQL's
+    FULLTEXT index. SQLite's is an FTS5 table of its own, which migration 0006 makes."""
+    tsvector = Index(
+        f"ix_{table_name}_words_tsvector",
+        func.to_tsvector(text("'simple'"), words),
+        postgresql_using="gin",
+    ).ddl_if(dialect="postgresql")
+    fulltext = Index(f"ix_{table_name}_words", words, mysql_prefix="FULLTEXT")
+    # SQLAlchemy takes a tuple of dialect names here, though its hint names one.
+    fulltext.ddl_if(dialect=("mysql", "mariadb"))  # type: ignore[arg-type]
+    return tsvector, fulltext

@@ -978,17 +978,24 @@ class AsyncMemoryRepository:
         filter: Mapping[str, Any] | None = None,
         query_vector: Sequence[float] | None = None,
         metric: Metric = "cosine",
+        words: str | None = None,
         limit: int = 10,
         offset: int = 0,
     ) -> list[MemoryItem]:
         """Items under ``namespace_prefix`` (the namespace and every one below it; all
         items for ``()``) that meet ``filter``, newest write first; with
         ``query_vector``, closest first by their ``score`` under ``metric``, the best of
-        each item's vectors (only items with a vector of the query's length). Reading
-        does not restart times to live (``refresh`` does).
+        each item's vectors (only items with a vector of the query's length); with
+        ``words``, the items whose ``text`` holds any of its words (a whole word,
+        whatever its case; a word in a script without spaces anywhere in the text),
+        those holding the most first, then the newest, ``score`` the count. Keyword
+        search reads through the database's own text index (SQLite FTS5, PostgreSQL
+        full-text search, MariaDB/MySQL FULLTEXT) where it can, with the same answer
+        everywhere. Reading does not restart times to live (``refresh`` does).
 
         Raises:
-            ValidationError: a bad prefix, filter, vector, limit or offset.
+            ValidationError: a bad prefix, filter, vector, words, limit or offset, or
+                both a vector and words.
         """
         return await self._run(
             self._proxied.search,
@@ -996,6 +1003,7 @@ class AsyncMemoryRepository:
             filter=filter,
             query_vector=query_vector,
             metric=metric,
+            words=words,
             limit=limit,
             offset=offset,
         )

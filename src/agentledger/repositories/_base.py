@@ -26,6 +26,7 @@ from .._translate import translated, translated_commit
 from ..clock import Clock, checked_now
 from ..engine import WRITE_OPTION, check_borrowed_sqlite
 from ..errors import ConflictError, DatabaseError, UsageError
+from ._keywords import TextIndex
 from ._statements import begin_snapshot
 
 P = ParamSpec("P")
@@ -41,6 +42,9 @@ class Settings:
     limits: Limits
     schema: str | None = None
     checked_engines: set[int] = field(default_factory=set, compare=False)
+    text_indexes: dict[int, TextIndex] = field(default_factory=dict, compare=False)
+    """What each engine's text index over memory items holds (by its dialect's id),
+    read at its first keyword search."""
 
     def now(self) -> datetime:
         """The current time from the ledger's clock, aware and in UTC."""
@@ -136,6 +140,8 @@ class Work:
         """Whether the last write operation is harmless to run again after a commit of
         unknown outcome (set by the operation: an append whose every item has a key).
         The ledger reads it for the one-operation transactions it retries."""
+        self.wrote = False
+        """Whether an operation that writes ran in this transaction."""
         self.commit_sent = False
         """Whether COMMIT was sent: a connection lost after that leaves the outcome unknown."""
         self.one_operation = False
@@ -230,6 +236,7 @@ class Work:
         self.ensure_usable(writes)
         if writes:
             self.replay_safe = False
+            self.wrote = True
         try:
             with translated(self.settings.url):
                 return call(self)

@@ -7,7 +7,8 @@ models, so a column added by a migration is carried without a second list to upd
 
 Not carried: surrogate keys (``id`` of messages, steps and grants: database-local, and
 meaningless elsewhere), ``capability_hash`` and ``external_key_hash`` (derived from the
-capability, and from a session's scope and key). Rows are matched on their natural keys
+capability, and from a session's scope and key), a memory item's ``words`` (derived from
+its text). Rows are matched on their natural keys
 instead: a session's id, (session, seq), a checkpoint's ref, (session, capability), an
 app state's app_name, a user state's (app_name, user_id), a memory item's (namespace,
 key), and for LangGraph's tables their primary keys. Binary columns (LangGraph's
@@ -59,6 +60,7 @@ from ..models import (
 )
 from ..models.types import UTCDateTime, json_text
 from ..records import SESSION_STATUSES, CheckpointPayload, Record, RunSummary
+from ._keywords import search_words
 from .grants import capability_hash
 from .memory import checked_namespace, decode_namespace
 from .sessions import external_key_hash
@@ -68,6 +70,7 @@ _INT64 = 2**63
 _NOT_CARRIED = {
     "agentledger_grants": {"id", "capability_hash"},
     "agentledger_sessions": {"external_key_hash"},
+    "agentledger_memory_items": {"words"},
 }
 _ID_COLUMNS = {"id", "session_id", "run_id"}
 _NON_EMPTY = {"capability", "app_name", "user_id", "external_key", "namespace", "key"}
@@ -302,6 +305,7 @@ def checked(
         row["capability_hash"] = capability_hash(row["capability"])
     if spec is MEMORY_ITEMS:
         _check_memory_item(row, where)
+        row["words"] = search_words(row["text"])
     if spec is SESSIONS:
         key = row["external_key"]
         row["external_key_hash"] = (

@@ -37,8 +37,12 @@ from sqlalchemy import (
     bindparam,
     case,
     delete,
+    func,
+    literal_column,
     or_,
     select,
+    table,
+    text,
     tuple_,
     update,
 )
@@ -46,13 +50,28 @@ from sqlalchemy import (
 from .._checks import bounded_int, checked_text, text_problem
 from .._dialects import Capabilities, capabilities
 from .._json import Limits, check_object, decode_json
-from .._limits import MAX_EMBEDDING_PATH_LENGTH, MAX_MEMORY_KEY_LENGTH, MAX_MEMORY_NAMESPACE_LENGTH
+from .._limits import (
+    MAX_EMBEDDING_PATH_LENGTH,
+    MAX_MEMORY_KEY_LENGTH,
+    MAX_MEMORY_NAMESPACE_LENGTH,
+    MAX_MEMORY_PAGE,
+)
 from .._translate import duplicate_as
 from ..errors import ConflictError, CorruptRecordError, ValidationError
-from ..models import AgentMemoryItem
+from ..models import WORDS_TABLE, AgentMemoryItem
 from ..models.types import json_text
 from ..records import MemoryItem, from_stored
 from ._base import Repository, operation
+from ._keywords import (
+    LONGEST_INDEXED,
+    MAX_QUERY_CHARS,
+    NO_INDEX,
+    OVERFLOW,
+    TextIndex,
+    held,
+    search_words,
+    words_of,
+)
 
 ITEMS = cast(Table, AgentMemoryItem.__table__)
 TABLE = ITEMS.name
@@ -64,8 +83,7 @@ MAX_TTL_MINUTES = 1_000_000_000.0
 """The longest time to live (about 1,900 years): beyond it a datetime overflows."""
 _KEYS_AT_ONCE = 500
 """The most (namespace, key) pairs one statement names."""
-MAX_PAGE = 10_000
-"""The most items or namespaces one search or listing returns."""
+MAX_PAGE = MAX_MEMORY_PAGE
 FILTER_OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
 """The comparisons a search filter may use, as LangGraph's stores spell them."""
 
@@ -327,6 +345,7 @@ _WITH_VECTORS = _COLUMNS.add_columns(
 _WRITTEN = (
     "value",
     "text",
+    "words",
     "embedding_paths",
     "embeddings",
     "updated_at",
@@ -520,6 +539,7 @@ class MemoryRepository(Repository):
         fields = {
             "value": checked,
             "text": text,
+            "words": search_words(text),
             "embedding_paths": paths,
             "embeddings": vectors,
             "updated_at": now,
@@ -690,17 +710,24 @@ class MemoryRepository(Repository):
         filter: Mapping[str, Any] | None = None,
         query_vector: Sequence[float] | None = None,
         metric: Metric = "cosine",
+        words: str | None = None,
         limit: int = 10,
         offset: int = 0,
     ) -> list[MemoryItem]:
         """Items under ``namespace_prefix`` (the namespace and every one below it; all
         items for ``()``) that meet ``filter``, newest write first; with
         ``query_vector``, closest first by their ``score`` under ``metric``, the best of
-        each item's vectors (only items with a vector of the query's length). Reading
-        does not restart times to live (``refresh`` does).
+        each item's vectors (only items with a vector of the query's length); with
+        ``words``, the items whose ``text`` holds any of its words (a whole word,
+        whatever its case; a word in a script without spaces anywhere in the text),
+        those holding the most first, then the newest, ``score`` the count. Keyword
+        search reads through the database's own text index (SQLite FTS5, PostgreSQL
+        full-text search, MariaDB/MySQL FULLTEXT) where it can, with the same answer
+        everywhere. Reading does not restart times to live (``refresh`` does).
 
         Raises:
-            ValidationError: a bad prefix, filter, vector, limit or offset.
+            ValidationError: a bad prefix, filter, vector, words, limit or offset, or
+                both a vector and words.
         """
         prefix = checked_namespace(namespace_prefix, name="namespace_prefix", empty=True)
         conditions = checked_filter(filter)
@@ -712,6 +739,12 @@ class MemoryRepository(Repository):
                 f"metric must be one of {', '.join(METRICS)}, got {metric!r}", path="metric"
             )
         now = self._now()
+        if words is not None:
+            checked_text(words, "words", max_length=MAX_QUERY_CHARS, min_length=0)
+            if query is not None:
+                raise ValidationError("search by query_vector or by words, not both", path="words")
+            wanted = frozenset(words_of(words))
+            return self._by_words(prefix, now, conditions, wanted, limit, offset)
         base = _WITH_VECTORS if query is not None else _COLUMNS
         statement = base.where(_under(prefix), _live(now))
         if query is None:
@@ -723,6 +756,72 @@ class MemoryRepository(Repository):
                 return [_item(row) for row in page]
             return _pick(self._connection().execute(statement), conditions, limit, offset)
         return self._by_meaning(statement, conditions, query, metric, limit, offset)
+
+    def _by_words(
+        self,
+        prefix: Namespace,
+        now: datetime,
+        conditions: dict[str, Any],
+        wanted: frozenset[str],
+        limit: int,
+        offset: int,
+    ) -> list[MemoryItem]:
+        """The page of items holding the most of the words ``wanted``, then newest."""
+        if not wanted:
+            return []
+        statement = _COLUMNS.where(_under(prefix), _live(now))
+        narrowed = self._through_text_index(wanted)
+        if narrowed is not None:
+            statement = statement.where(narrowed)
+        ordered = statement.order_by(ITEMS.c.updated_at.desc(), ITEMS.c.namespace, ITEMS.c.key)
+        scored: list[tuple[int, MemoryItem]] = []
+        for row in self._connection().execute(ordered):
+            count = held(wanted, row.text)
+            if not count:
+                continue
+            item = _item(row)
+            if not conditions or matches(item.value, conditions):
+                scored.append((count, item))
+        scored.sort(key=lambda pair: -pair[0])  # stable: newest first among equals
+        page = scored[offset : offset + limit]
+        return [item.model_copy(update={"score": float(count)}) for count, item in page]
+
+    def _through_text_index(self, wanted: frozenset[str]) -> ColumnElement[bool] | None:
+        """The condition that narrows a keyword search to the items the database's text
+        index finds for ``wanted``; None when it cannot find them all (``_keywords``)."""
+        connection = self._connection()
+        kind = capabilities(connection.dialect).text_index
+        index = self._text_index(kind)
+        if not all(index.finds(word) for word in wanted):
+            return None
+        if kind == "fulltext":
+            # InnoDB indexes a transaction's writes only at its COMMIT: a search after a
+            # write in the same unit of work would miss them.
+            if self._work.wrote:
+                return None
+            found: ColumnElement[bool] = ITEMS.c.words.match(" ".join((*sorted(wanted), OVERFLOW)))
+            return found
+        if kind == "tsvector":
+            query = " | ".join((*sorted(wanted), OVERFLOW))
+            matched: ColumnElement[bool] = _tsvector(ITEMS.c.words).op("@@")(
+                func.to_tsquery(_SIMPLE, query)
+            )
+            return matched
+        phrases = " OR ".join(f'"{word}"' for word in (*sorted(wanted), OVERFLOW))
+        return literal_column("rowid").in_(
+            select(literal_column("rowid"))
+            .select_from(WORDS_INDEX)
+            .where(literal_column(WORDS_INDEX.name).op("MATCH")(phrases))
+        )
+
+    def _text_index(self, kind: str) -> TextIndex:
+        """What this database's text index holds (read once per engine)."""
+        connection = self._connection()
+        known = self._work.settings.text_indexes
+        found = known.get(id(connection.dialect))
+        if found is None:
+            found = known[id(connection.dialect)] = _read_text_index(connection, kind)
+        return found
 
     def _by_meaning(
         self,
@@ -877,6 +976,56 @@ def _chunks(pairs: list[tuple[str, str]]) -> Iterator[list[tuple[str, str]]]:
     """``pairs`` (stored namespace, key) in lists short enough for one IN."""
     for start in range(0, len(pairs), _KEYS_AT_ONCE):
         yield pairs[start : start + _KEYS_AT_ONCE]
+
+
+_SIMPLE: ColumnElement[str] = literal_column("'simple'")
+"""PostgreSQL's text search configuration without stemming or stopwords: a literal, so
+the planner matches the index's expression."""
+WORDS_INDEX = table(WORDS_TABLE)
+"""SQLite's FTS5 table over ``words`` (its rowid is the item's), where FTS5 is built in."""
+
+
+def rebuild_words_index(cursor: Any) -> None:
+    """SQLite, after VACUUM: index the items' words again, where the FTS5 table is. Its
+    rows are keyed by the items' rowids, which SQLite says VACUUM may renumber (none
+    was renumbered here, but a missed item would go unnoticed)."""
+    cursor.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (WORDS_TABLE,))
+    if cursor.fetchone() is not None:
+        # A constant: the table's own name, no input.
+        cursor.execute(f"INSERT INTO {WORDS_TABLE}({WORDS_TABLE}) VALUES ('rebuild')")  # noqa: S608
+
+
+def _tsvector(words: Any) -> Any:
+    return func.to_tsvector(_SIMPLE, words)
+
+
+def _read_text_index(connection: Any, kind: str) -> TextIndex:
+    """What the text index of ``kind`` over ``words`` holds, as the database says."""
+    if kind == "tsvector":
+        return TextIndex(present=True)
+    if kind == "fts5":
+        found = connection.execute(
+            text("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = :name"),
+            {"name": WORDS_INDEX.name},
+        ).first()
+        return TextIndex(present=found is not None)
+    shortest, longest, server_list, user_list = connection.execute(
+        text(
+            "SELECT @@innodb_ft_min_token_size, @@innodb_ft_max_token_size, "
+            "@@innodb_ft_server_stopword_table, @@innodb_ft_user_stopword_table"
+        )
+    ).first()
+    if server_list or user_list:
+        return NO_INDEX  # a stopword list of the server's own: which words it drops is unknown
+    stopwords = connection.execute(
+        text("SELECT value FROM information_schema.INNODB_FT_DEFAULT_STOPWORD")
+    ).all()
+    return TextIndex(
+        present=True,
+        shortest=int(shortest),
+        longest=min(int(longest), LONGEST_INDEXED),
+        stopwords=frozenset(str(row[0]).lower() for row in stopwords),
+    )
 
 
 def _checked_query(vector: Sequence[float]) -> list[float]:

@@ -66,7 +66,12 @@ from .harness import (
     tier_of,
 )
 from .keys import IdempotentAppendContract, SessionKeyContract
-from .memory import MemoryConcurrencyContract, MemoryContract, MemoryExpiryContract
+from .memory import (
+    MemoryConcurrencyContract,
+    MemoryContract,
+    MemoryExpiryContract,
+    MemoryKeywordContract,
+)
 from .messages import MessageConcurrencyContract, MessageContract
 from .readonly import ReadOnlyUnitOfWorkContract
 from .scoped_state import ScopedStateConcurrencyContract, ScopedStateContract
@@ -91,6 +96,7 @@ __all__ = [
     "MemoryConcurrencyContract",
     "MemoryContract",
     "MemoryExpiryContract",
+    "MemoryKeywordContract",
     "MessageConcurrencyContract",
     "MessageContract",
     "MessageTimeContract",

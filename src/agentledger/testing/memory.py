@@ -410,7 +410,6 @@ class MemoryExpiryContract:
             assert [item.key for item in await ledger.memory.search(ADA)] == ["rewritten"]
             assert await ledger.memory.expired() == []
 
-
     async def test_delete_expired_names_each_deleted_item_once_in_the_order_given(
         self, harness: Harness
     ) -> None:
@@ -424,6 +423,128 @@ class MemoryExpiryContract:
             deleted = await ledger.memory.delete_expired(given)
             assert deleted == [(other, "brief"), (ADA, "brief")]
             assert await ledger.memory.expired() == []
+
+
+class MemoryKeywordContract:
+    """Keyword search: the items whose text holds a query's words, most words first."""
+
+    async def test_a_keyword_finds_whole_words_whatever_their_case(self, harness: Harness) -> None:
+        memory = harness.ledger.memory
+        await memory.put(ADA, "greeting", {}, text="Hello World, mail ada@example.com")
+        await memory.put(ADA, "code", {}, text="call snake_case_name() at 3.14")
+        found = {
+            query: [item.key for item in await memory.search(ADA, words=query)]
+            for query in (
+                "hello",
+                "WORLD",
+                "ada",
+                "example",
+                "snake_case_name",
+                "14",
+                "hell",
+                "snake",
+            )
+        }
+        assert found == {
+            "hello": ["greeting"],
+            "WORLD": ["greeting"],
+            "ada": ["greeting"],
+            "example": ["greeting"],
+            "snake_case_name": ["code"],
+            "14": ["code"],
+            "hell": [],
+            "snake": [],
+        }
+
+    async def test_items_holding_more_of_the_words_come_first_then_the_newest(
+        self, harness: Harness
+    ) -> None:
+        clock = SettableClock()
+        async with ledger_with(harness, clock=clock) as ledger:
+            for key, text in [("old", "pasta soup"), ("one", "pasta"), ("new", "soup pasta")]:
+                await ledger.memory.put(ADA, key, {}, text=text)
+                clock.advance(MINUTE)
+            found = await ledger.memory.search(ADA, words="pasta soup bread")
+        assert [(item.key, item.score) for item in found] == [
+            ("new", 2.0),
+            ("old", 2.0),
+            ("one", 1.0),
+        ]
+
+    async def test_a_word_of_a_script_without_spaces_is_found_inside_a_longer_run(
+        self, harness: Harness
+    ) -> None:
+        memory = harness.ledger.memory
+        await memory.put(ADA, "tokyo", {}, text="東京タワーに行きました")
+        assert [item.key for item in await memory.search(ADA, words="東京")] == ["tokyo"]
+
+    async def test_short_words_and_common_words_are_found_too(self, harness: Harness) -> None:
+        memory = harness.ledger.memory
+        await memory.put(ADA, "short", {}, text="a to the is of")
+        for query in ("a", "the", "is"):
+            assert [item.key for item in await memory.search(ADA, words=query)] == ["short"]
+
+    async def test_an_item_with_a_great_many_words_is_found_by_any_of_them(
+        self, harness: Harness
+    ) -> None:
+        memory = harness.ledger.memory
+        text = " ".join(f"w{number}" for number in range(30_000))
+        await memory.put(ADA, "long", {}, text=text)
+        await memory.put(ADA, "short", {}, text="w7 only")
+        assert [item.key for item in await memory.search(ADA, words="w29999")] == ["long"]
+        assert [item.key for item in await memory.search(ADA, words="w7")] == ["short", "long"]
+
+    async def test_rewritten_text_is_found_by_its_new_words_only(self, harness: Harness) -> None:
+        memory = harness.ledger.memory
+        await memory.put(ADA, "note", {}, text="pasta tonight")
+        await memory.put(ADA, "note", {"v": 2}, text="soup tonight")
+        assert await memory.search(ADA, words="pasta") == []
+        assert [item.value for item in await memory.search(ADA, words="soup")] == [{"v": 2}]
+        await memory.delete(ADA, "note")
+        assert await memory.search(ADA, words="tonight") == []
+
+    async def test_a_keyword_search_keeps_to_its_prefix_and_meets_the_filter(
+        self, harness: Harness
+    ) -> None:
+        memory = harness.ledger.memory
+        await memory.put(ADA, "a", {"kind": "food"}, text="pasta")
+        await memory.put(ADA, "b", {"kind": "trip"}, text="pasta in rome")
+        await memory.put(("memories", "bob"), "c", {"kind": "food"}, text="pasta")
+        await memory.put(ADA, "d", {"kind": "food"}, text=None)
+        assert [
+            i.key for i in await memory.search(ADA, words="pasta", filter={"kind": "food"})
+        ] == ["a"]
+        everyone = await memory.search(("memories",), words="pasta", limit=2, offset=1)
+        assert [item.key for item in everyone] == ["b", "a"]
+
+    async def test_a_unit_of_work_finds_the_items_it_wrote(self, harness: Harness) -> None:
+        async with harness.ledger.unit_of_work() as uow:
+            await uow.memory.put(ADA, "fresh", {}, text="written just now")
+            found = await uow.memory.search(ADA, words="written")
+        assert [item.key for item in found] == ["fresh"]
+
+    async def test_an_expired_item_is_not_found(self, harness: Harness) -> None:
+        clock = SettableClock()
+        async with ledger_with(harness, clock=clock) as ledger:
+            await ledger.memory.put(ADA, "brief", {}, text="pasta", ttl_minutes=1)
+            clock.advance(2 * MINUTE)
+            assert await ledger.memory.search(ADA, words="pasta") == []
+
+    @tier("logic")
+    async def test_a_query_without_a_word_finds_nothing(self, harness: Harness) -> None:
+        await harness.ledger.memory.put(ADA, "a", {}, text="pasta")
+        assert await harness.ledger.memory.search(ADA, words=" ,.!? ") == []
+
+    @tier("logic")
+    async def test_words_and_a_query_vector_together_are_refused(self, harness: Harness) -> None:
+        with pytest.raises(ValidationError, match="not both"):
+            await harness.ledger.memory.search(ADA, words="pasta", query_vector=[1.0, 0.0])
+
+    @tier("logic")
+    async def test_a_keyword_query_too_long_is_refused(self, harness: Harness) -> None:
+        with pytest.raises(ValidationError) as refused:
+            await harness.ledger.memory.search(ADA, words="w " * 5001)
+        assert refused.value.path == "words"
 
 
 @tier("driver")

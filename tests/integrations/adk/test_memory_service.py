@@ -145,8 +145,8 @@ async def test_an_entry_that_is_not_a_memory_entry_is_refused_and_nothing_stored
     assert await _texts(service, "kept") == []
 
 
-@pytest.mark.parametrize("bad", [0, -1, True, "10"])
-def test_max_results_must_be_a_positive_int(bad: object) -> None:
+@pytest.mark.parametrize("bad", [0, -1, 10_001, True, "10"])
+def test_max_results_must_be_an_int_from_1_to_10000(bad: object) -> None:
     with pytest.raises(ValidationError) as refused:
         LedgerMemoryService("sqlite://", max_results=bad)  # type: ignore[arg-type]
     assert refused.value.path == "max_results"
