@@ -36,7 +36,8 @@ MAX_TYPE_LENGTH = 64
 
 MAX_MEMORY_NAMESPACE_LENGTH = 512
 """The longest namespace of a memory item, as stored: its labels joined by ``.``
-(each ``.`` and ``%`` in a label written ``%2E`` and ``%25``). With the key, the
+(each ``.``, ``%``, control character and trailing space of a label escaped:
+``%2E``, ``%25``, ``%0A``, ``%20``). With the key, the
 primary key stays within MariaDB/MySQL's 3,072 bytes of index (767 characters of
 utf8mb4)."""
 MAX_MEMORY_KEY_LENGTH = 255

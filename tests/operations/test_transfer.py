@@ -365,6 +365,8 @@ def test_a_memory_item_stored_otherwise_is_reported_and_the_stored_one_kept(
         ("namespace", "memories..ada", "labels cannot be"),
         ("namespace", "", "cannot be empty"),
         ("key", "k" * 256, "over the limit of 255"),
+        ("key", "k ", "ends with a space"),
+        ("namespace", "memories.ada\t", "not in its stored form"),
         ("value", [1], "must be a JSON object"),
         ("ttl_minutes", 0, "must be a number above 0"),
         ("embeddings", "AAAA", "one path per vector"),

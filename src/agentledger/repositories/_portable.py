@@ -62,7 +62,7 @@ from ..models.types import UTCDateTime, json_text
 from ..records import SESSION_STATUSES, CheckpointPayload, Record, RunSummary
 from ._keywords import search_words
 from .grants import capability_hash
-from .memory import checked_namespace, decode_namespace
+from .memory import checked_namespace, decode_namespace, encode_namespace, padding_problem
 from .sessions import external_key_hash
 
 _INT32 = 2**31
@@ -315,12 +315,22 @@ def checked(
 
 
 def _check_memory_item(row: dict[str, Any], where: str) -> None:
-    """What the columns of a memory item mean together: a namespace of non-empty labels,
-    and as many vectors of one length as embedded paths."""
+    """What the columns of a memory item mean together: a namespace of non-empty labels
+    and a key every database tells apart, and as many vectors of one length as embedded
+    paths."""
     try:
-        checked_namespace(decode_namespace(row["namespace"]))
+        labels = checked_namespace(decode_namespace(row["namespace"]))
     except ValidationError as error:
         raise ValidationError(f"{where}: memory_item.namespace: {error}") from None
+    if encode_namespace(labels) != row["namespace"]:
+        raise ValidationError(
+            f"{where}: memory_item.namespace {row['namespace']!r} is not in its stored form "
+            f"({encode_namespace(labels)!r}: labels joined by '.', each '%', '.', control "
+            "character and trailing space escaped)"
+        )
+    problem = padding_problem(row["key"])
+    if problem is not None:
+        raise ValidationError(f"{where}: memory_item.key {problem}")
     paths, vectors = row["embedding_paths"], row["embeddings"]
     if paths is None and vectors is None:
         return

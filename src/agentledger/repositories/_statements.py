@@ -30,6 +30,7 @@ from sqlalchemy import (
 from sqlalchemy import cast as sql_cast
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import postgresql
+from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Session
 
 from .._dialects import capabilities
@@ -345,7 +346,7 @@ def upsert_rows(
 
 
 def json_key_equals(
-    session: Session, column: ColumnElement[Any], key: str, value: object
+    dialect: Dialect, column: ColumnElement[Any], key: str, value: object
 ) -> ColumnElement[bool] | None:
     """A condition that a JSON object column's ``key`` holds exactly ``value`` (a string,
     an int, a bool), or None when this dialect cannot say so exactly in SQL (the caller
@@ -360,7 +361,7 @@ def json_key_equals(
         return None
     if isinstance(value, int) and not -(2**63) <= value < 2**63:
         return None
-    match = capabilities(session.connection().dialect).json_key_match
+    match = capabilities(dialect).json_key_match
     path = f'$."{key}"'
     if match == "jsonb":
         encoded = json.dumps(value, ensure_ascii=False)

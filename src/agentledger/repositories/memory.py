@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import re
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -72,6 +73,7 @@ from ._keywords import (
     search_words,
     words_of,
 )
+from ._statements import json_key_equals
 
 ITEMS = cast(Table, AgentMemoryItem.__table__)
 TABLE = ITEMS.name
@@ -91,15 +93,30 @@ FILTER_OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
 # -- namespaces -----------------------------------------------------------------------------
 
 
+_ESCAPED = re.compile(r"[%.\x00-\x1f]| +$")
+"""What a label's stored form escapes: ``%`` and ``.`` (the separator), control
+characters, and spaces at its end (MariaDB/MySQL's binary collation pads text with
+spaces, so ``ada`` and ``ada `` would be one namespace there, and sorts a control
+character before the end of a text, out of a namespace's range)."""
+_ESCAPE = re.compile(r"%([0-9A-F]{2})")
+
+
+def _escaped(found: re.Match[str]) -> str:
+    return "".join(f"%{ord(character):02X}" for character in found.group())
+
+
 def encode_namespace(labels: Sequence[str]) -> str:
-    """The stored form of a namespace: its labels joined by ``.``, each label's ``%``
-    and ``.`` escaped (``%25``, ``%2E``)."""
-    return ".".join(label.replace("%", "%25").replace(".", "%2E") for label in labels)
+    """The stored form of a namespace: its labels joined by ``.``, each label's ``%``,
+    ``.``, control characters and trailing spaces escaped (``%25``, ``%2E``, ``%0A``,
+    ``%20``)."""
+    return ".".join(_ESCAPED.sub(_escaped, label) for label in labels)
 
 
 def decode_namespace(stored: str) -> Namespace:
     """The labels of a stored namespace (``encode_namespace`` undone)."""
-    return tuple(part.replace("%2E", ".").replace("%25", "%") for part in stored.split("."))
+    return tuple(
+        _ESCAPE.sub(lambda found: chr(int(found.group(1), 16)), part) for part in stored.split(".")
+    )
 
 
 def checked_namespace(value: object, *, name: str = "namespace", empty: bool = False) -> Namespace:
@@ -133,8 +150,23 @@ def checked_namespace(value: object, *, name: str = "namespace", empty: bool = F
     return labels
 
 
-def _like_escaped(text: str) -> str:
-    return text.replace("/", "//").replace("%", "/%").replace("_", "/_")
+_CONTROL = re.compile(r"[\x00-\x1f]")
+
+
+def padding_problem(key: str) -> str | None:
+    """What makes ``key`` one MariaDB/MySQL would mix up, or None. Their binary
+    collation pads with spaces (``"k"`` and ``"k "`` are one key there) and sorts a
+    control character before the end of a text. Refused on every database, so each
+    stores the same items. (A namespace's label escapes them instead.)"""
+    if key.endswith(" "):
+        return "ends with a space, which MariaDB/MySQL cannot tell from the text without it"
+    found = _CONTROL.search(key)
+    if found is not None:
+        return (
+            f"contains a control character (U+{ord(found.group()):04X}), which "
+            "MariaDB/MySQL sorts out of place"
+        )
+    return None
 
 
 def _under(prefix: Namespace) -> ColumnElement[bool]:
@@ -142,9 +174,12 @@ def _under(prefix: Namespace) -> ColumnElement[bool]:
     if not prefix:
         return ITEMS.c.namespace.is_not(None)
     stored = encode_namespace(prefix)
+    # Below it: the range from "<stored>." up to "<stored>/" ("/" follows "." byte for
+    # byte, and the namespace sorts byte for byte on every database), which each reads
+    # through the primary key (a LIKE would not be on SQLite, whose LIKE ignores case).
     return or_(
         ITEMS.c.namespace == stored,
-        ITEMS.c.namespace.like(_like_escaped(stored) + ".%", escape="/"),
+        and_(ITEMS.c.namespace >= stored + ".", ITEMS.c.namespace < stored + "/"),
     )
 
 
@@ -395,9 +430,11 @@ class _Key:
 
 def _key_of(namespace: object, key: object) -> _Key:
     labels = checked_namespace(namespace)
-    return _Key(
-        labels, encode_namespace(labels), checked_text(key, "key", max_length=MAX_MEMORY_KEY_LENGTH)
-    )
+    checked = checked_text(key, "key", max_length=MAX_MEMORY_KEY_LENGTH)
+    problem = padding_problem(checked)
+    if problem is not None:
+        raise ValidationError(f"key {problem}", path="key")
+    return _Key(labels, encode_namespace(labels), checked)
 
 
 def _where(key: _Key) -> ColumnElement[bool]:
@@ -693,7 +730,9 @@ class MemoryRepository(Repository):
             return int(connection.execute(delete(ITEMS).where(_under(prefix))).rowcount)
         doomed = [
             (row.namespace, row.key)
-            for row in connection.execute(_COLUMNS.where(_under(prefix)))
+            for row in connection.execute(
+                _COLUMNS.where(_under(prefix), *_in_sql(connection.dialect, conditions))
+            )
             if matches(_item(row).value, conditions)
         ]
         for chunk in _chunks(doomed):
@@ -746,7 +785,9 @@ class MemoryRepository(Repository):
             wanted = frozenset(words_of(words))
             return self._by_words(prefix, now, conditions, wanted, limit, offset)
         base = _WITH_VECTORS if query is not None else _COLUMNS
-        statement = base.where(_under(prefix), _live(now))
+        statement = base.where(
+            _under(prefix), _live(now), *_in_sql(self._connection().dialect, conditions)
+        )
         if query is None:
             statement = statement.order_by(
                 ITEMS.c.updated_at.desc(), ITEMS.c.namespace, ITEMS.c.key
@@ -769,7 +810,9 @@ class MemoryRepository(Repository):
         """The page of items holding the most of the words ``wanted``, then newest."""
         if not wanted:
             return []
-        statement = _COLUMNS.where(_under(prefix), _live(now))
+        statement = _COLUMNS.where(
+            _under(prefix), _live(now), *_in_sql(self._connection().dialect, conditions)
+        )
         narrowed = self._through_text_index(wanted)
         if narrowed is not None:
             statement = statement.where(narrowed)
@@ -1051,6 +1094,23 @@ def _pattern(value: object, name: str) -> Namespace:
         if not isinstance(label, str) or not label:
             raise ValidationError(f"{name}[{index}] must be a non-empty string", path=name)
     return tuple(value)
+
+
+def _in_sql(dialect: Any, conditions: dict[str, Any]) -> list[ColumnElement[bool]]:
+    """The conditions of a filter the database can test exactly as ``matches`` does, so
+    it reads only the rows that may match (every condition is still checked in Python):
+    a top-level field equal to a string. (A number or a boolean stays in Python, where
+    ``1`` equals ``1.0`` and ``True``, as in LangGraph's stores.)"""
+    found = []
+    for path, condition in conditions.items():
+        wanted = condition
+        if isinstance(condition, dict) and set(condition) == {"$eq"}:
+            wanted = condition["$eq"]
+        if type(wanted) is str and "." not in path:
+            exact = json_key_equals(dialect, ITEMS.c.value, path, wanted)
+            if exact is not None:
+                found.append(exact)
+    return found
 
 
 def _pick(

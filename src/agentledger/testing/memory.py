@@ -47,6 +47,40 @@ class MemoryContract:
         assert await memory.delete(ADA, "prefs") is False
         assert await memory.get(ADA, "prefs") is None
 
+    async def test_labels_differing_only_by_spaces_or_control_characters_are_told_apart(
+        self, harness: Harness
+    ) -> None:
+        memory = harness.ledger.memory
+        labels = ["ada", "ada ", "ada  ", "ada\n", "ada\t", " ada", "a da"]
+        for number, label in enumerate(labels):
+            await memory.put(("notes", label), "k", {"v": number})
+        for number, label in enumerate(labels):
+            assert [item.value for item in await memory.search(("notes", label))] == [{"v": number}]
+        listed = await memory.list_namespaces(prefix=("notes",))
+        assert sorted(listed) == sorted(("notes", label) for label in labels)
+        await memory.put(("notes", "ada", "\tdeeper"), "k", {"v": "under"})
+        found = await memory.search(("notes", "ada"))
+        assert sorted(str(item.value["v"]) for item in found) == ["0", "under"]
+
+    async def test_keys_differing_only_inside_are_told_apart(self, harness: Harness) -> None:
+        memory = harness.ledger.memory
+        await memory.put(ADA, "k", {"v": 1})
+        await memory.put(ADA, " k", {"v": 2})
+        await memory.put(ADA, "k k", {"v": 3})
+        assert [(await memory.get(ADA, key)).value["v"] for key in ("k", " k", "k k")] == [1, 2, 3]
+
+    async def test_a_filter_on_text_matches_it_exactly_in_case_and_kind(
+        self, harness: Harness
+    ) -> None:
+        memory = harness.ledger.memory
+        values = {"lower": "food", "upper": "Food", "number": 1, "spaced": "food "}
+        for key, kind in values.items():
+            await memory.put(ADA, key, {"kind": kind, "n": 1.0 if key == "upper" else 2})
+        found = await memory.search(ADA, filter={"kind": "food"})
+        assert [item.key for item in found] == ["lower"]
+        found = await memory.search(ADA, filter={"kind": {"$eq": "Food"}, "n": 1})
+        assert [item.key for item in found] == ["upper"]
+
     async def test_delete_all_deletes_a_namespace_and_those_under_it(
         self, harness: Harness
     ) -> None:
@@ -231,6 +265,8 @@ class MemoryContract:
             (("nul\x00",), "k", {}, "namespace"),
             (("x" * 513,), "k", {}, "namespace"),
             (ADA, "", {}, "key"),
+            (ADA, "k ", {}, "key"),
+            (ADA, "line\n", {}, "key"),
             (ADA, "k" * 256, {}, "key"),
             (ADA, 7, {}, "key"),
             (ADA, "k", ["not", "an", "object"], "value"),
@@ -245,6 +281,8 @@ class MemoryContract:
             "nul-label",
             "too-long",
             "empty-key",
+            "key-ending-in-a-space",
+            "key-with-a-newline",
             "long-key",
             "int-key",
             "list-value",

@@ -479,8 +479,9 @@ class LangGraphRepository(Repository):
         if before is not None:
             conditions.append(CHECKPOINTS.c.checkpoint_id < _checkpoint_id(before, "before"))
         exact = True
+        dialect = self._session.connection().dialect
         for key, value in (filter or {}).items():
-            condition = json_key_equals(self._session, CHECKPOINTS.c.metadata, key, value)
+            condition = json_key_equals(dialect, CHECKPOINTS.c.metadata, key, value)
             if condition is None:
                 exact = False
             else:
