@@ -221,18 +221,13 @@ _MIGRATED: dict[str, URL] = {}
 
 def migrated_once(dialect: str, tmp_path_factory: pytest.TempPathFactory) -> URL:
     """A migrated database of ``dialect`` (sync driver URL) that the run's tests share,
-    made at first use: a SQLite file in a temporary folder, else the server's database,
-    dropped and made again."""
+    made at first use: a SQLite file in a temporary folder, else the server's database."""
     if dialect not in _MIGRATED:
         if dialect == "sqlite":
             path = tmp_path_factory.mktemp("migrated-once") / "ledger.db"
             url = make_url(f"sqlite+pysqlite:///{path}")
         else:
-            # Made afresh: a database left by an earlier run may hold a schema that
-            # since changed under the same revision (a migration not yet released).
             url = server_url_or_skip(dialect)
-            drop_database(url)
-            ensure_database(url)
         _MIGRATED[dialect] = migrated(url)
     return _MIGRATED[dialect]
 
