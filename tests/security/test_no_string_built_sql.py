@@ -16,6 +16,7 @@ REVIEWED = {
     ("engine/sqlite.py", "_on_sqlite_connect"): "PRAGMA with an int constant (no bind for PRAGMA)",
     ("engine/sqlite.py", "sqlite_migration_connection"): "PRAGMA ON/OFF chosen by a bool",
     ("migrations/environment.py", "_create_schema"): "a validated identifier, quoted",
+    ("repositories/memory.py", "rebuild_words_index"): "a module constant (the FTS5 table)",
 }
 
 

@@ -1034,7 +1034,7 @@ def rebuild_words_index(cursor: Any) -> None:
     was renumbered here, but a missed item would go unnoticed)."""
     cursor.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (WORDS_TABLE,))
     if cursor.fetchone() is not None:
-        # A constant: the table's own name, no input.
+        # A constant: the table's own name, no input (FTS5's commands name the table).
         cursor.execute(f"INSERT INTO {WORDS_TABLE}({WORDS_TABLE}) VALUES ('rebuild')")  # noqa: S608
 
 
