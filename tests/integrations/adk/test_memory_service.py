@@ -185,3 +185,11 @@ async def test_a_bare_agentledger_memory_uri_means_the_configured_database(
         await service.close()
     async with AsyncLedger(url) as ledger:
         assert [item.text for item in await ledger.memory.search(("adk",))] == ["kept here"]
+
+
+@pytest.mark.parametrize("query", ["", "   \n\t  ", "?!, ..."], ids=["empty", "blank", "marks"])
+async def test_a_query_without_a_word_finds_nothing(ledger: AsyncLedger, query: str) -> None:
+    service = LedgerMemoryService(ledger)
+    await service.add_session_to_memory(_session("s1", _event("e1", "hello there")))
+    found = await service.search_memory(app_name="trips", user_id="ada", query=query)
+    assert found.memories == []
