@@ -6,8 +6,10 @@ agentledger.testing.MemoryKeywordContract)."""
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 
+from agentledger.repositories._keywords import NO_INDEX, TextIndex
+from agentledger.repositories.memory import _read_text_index
 from agentledger.testing import Harness, tier
 
 from ._sql import on_engine, starting, statements_during
@@ -78,3 +80,33 @@ async def test_postgresqls_search_can_use_the_gin_index(harness: Harness) -> Non
         return "\n".join(row[0] for row in rows)
 
     assert "ix_agentledger_memory_items_words_tsvector" in await on_engine(harness, plan)
+
+
+@tier("dialect")
+@pytest.mark.databases("mysql")
+async def test_a_stopword_list_of_the_servers_own_is_read_as_no_usable_index(
+    harness: Harness,
+) -> None:
+    # Which words such a list drops is the server's business: keyword search must then
+    # read every item under the prefix rather than trust the FULLTEXT index.
+    def read_with_a_list_of_its_own(connection: Connection) -> TextIndex:
+        database = connection.exec_driver_sql("SELECT DATABASE()").scalar_one()
+        connection.exec_driver_sql(
+            "CREATE TABLE IF NOT EXISTS agentledger_test_stopwords (value VARCHAR(30))"
+            " ENGINE = InnoDB"
+        )
+        connection.exec_driver_sql(
+            "SET SESSION innodb_ft_user_stopword_table = %s",
+            (f"{database}/agentledger_test_stopwords",),
+        )
+        try:
+            return _read_text_index(connection, "fulltext")
+        finally:
+            connection.exec_driver_sql("SET SESSION innodb_ft_user_stopword_table = DEFAULT")
+            connection.exec_driver_sql("DROP TABLE agentledger_test_stopwords")
+
+    def read_as_set_up(connection: Connection) -> TextIndex:
+        return _read_text_index(connection, "fulltext")
+
+    assert await on_engine(harness, read_with_a_list_of_its_own) == NO_INDEX
+    assert (await on_engine(harness, read_as_set_up)).finds("pasta")

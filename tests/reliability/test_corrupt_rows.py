@@ -61,6 +61,48 @@ async def test_a_corrupt_session_state_names_its_row_on_the_async_api(url: str) 
     assert (raised.value.key, raised.value.column) == ("hurt", "state")
 
 
+@pytest.fixture
+def memory_url(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path}/memories.db"
+    migrations.upgrade(url)
+    with Ledger(url) as ledger:
+        for namespace, key in [("u", "whole"), ("u", "cut"), ("g", "whole"), ("g", "garbled")]:
+            ledger.memory.put((namespace,), key, {"k": key}, embeddings=[("k", [1.0, 0.0])])
+        with ledger.engine.begin() as connection:  # an out-of-band writer, not agentledger
+            connection.execute(
+                text(
+                    "UPDATE agentledger_memory_items SET embeddings = substr(embeddings, 1, 6)"
+                    " WHERE key = 'cut'"
+                )
+            )
+            connection.execute(
+                text("UPDATE agentledger_memory_items SET value = '[1]' WHERE key = 'garbled'")
+            )
+    return url
+
+
+def test_a_memory_vector_cut_short_names_its_row_when_searched_by_meaning(
+    memory_url: str,
+) -> None:
+    with Ledger(memory_url) as ledger, pytest.raises(CorruptRecordError) as raised:
+        ledger.memory.search(("u",), query_vector=[1.0, 0.0])
+    error = raised.value
+    assert (error.table, error.key, error.column) == (
+        "agentledger_memory_items",
+        ("u", "cut"),
+        "embeddings",
+    )
+
+
+def test_a_memory_value_not_an_object_names_its_row_when_read(memory_url: str) -> None:
+    with Ledger(memory_url) as ledger:
+        with pytest.raises(CorruptRecordError) as raised:
+            ledger.memory.get(("g",), "garbled")
+        assert (raised.value.key, raised.value.column) == (("g", "garbled"), "value")
+        with pytest.raises(CorruptRecordError):
+            ledger.memory.search(("g",), query_vector=[1.0, 0.0])
+
+
 @contextmanager
 def _langgraph_thread(tmp_path: Path, values: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
     """A saver on a fresh SQLite file holding thread ``t``'s one checkpoint of

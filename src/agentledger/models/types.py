@@ -40,7 +40,7 @@ from sqlalchemy import (
     String,
     Text,
     func,
-    text,
+    literal_column,
 )
 from sqlalchemy.dialects import mysql, postgresql
 from sqlalchemy.engine import Dialect
@@ -189,6 +189,16 @@ def _utc_day_postgresql(element: utc_day, compiler: SQLCompiler, **kw: Any) -> s
     return f"DATE({compiler.process(element.clauses, **kw)} AT TIME ZONE 'UTC')"
 
 
+TEXT_SEARCH_CONFIG: ColumnElement[str] = literal_column("'simple'")
+"""PostgreSQL's text search configuration for keyword search: no stemming, no stopwords."""
+
+
+def simple_tsvector(words: ColumnElement[Any]) -> ColumnElement[Any]:
+    """PostgreSQL's tsvector of ``words`` under ``TEXT_SEARCH_CONFIG``: the index and a
+    search must spell it alike for the planner to use the index."""
+    return func.to_tsvector(TEXT_SEARCH_CONFIG, words)
+
+
 def text_indexes(words: ColumnElement[Any], table_name: str) -> tuple[Index, Index]:
     """The text indexes keyword search reads ``words`` through (see
     ``_dialects.Capabilities.text_index``): PostgreSQL's GIN index of its tsvector under
@@ -196,7 +206,7 @@ def text_indexes(words: ColumnElement[Any], table_name: str) -> tuple[Index, Ind
     FULLTEXT index. SQLite's is an FTS5 table of its own, which migration 0006 makes."""
     tsvector = Index(
         f"ix_{table_name}_words_tsvector",
-        func.to_tsvector(text("'simple'"), words),
+        simple_tsvector(words),
         postgresql_using="gin",
     ).ddl_if(dialect="postgresql")
     fulltext = Index(f"ix_{table_name}_words", words, mysql_prefix="FULLTEXT")

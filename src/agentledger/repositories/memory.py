@@ -25,9 +25,10 @@ import itertools
 import math
 import re
 from array import array
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from operator import mul, sub
 from typing import Any, Literal, cast
 
 from sqlalchemy import (
@@ -60,7 +61,7 @@ from .._limits import (
 from .._translate import duplicate_as
 from ..errors import ConflictError, CorruptRecordError, ValidationError
 from ..models import WORDS_TABLE, AgentMemoryItem
-from ..models.types import json_text
+from ..models.types import TEXT_SEARCH_CONFIG, json_text, simple_tsvector
 from ..records import MemoryItem, from_stored
 from ._base import Repository, operation
 from ._keywords import (
@@ -240,15 +241,14 @@ def _packed(embeddings: Sequence[Embedding] | None) -> tuple[list[str] | None, b
     return paths, packed.tobytes()
 
 
-def _vectors(paths: list[str] | None, stored: bytes | None, key: object) -> list[array[float]]:
+def _vectors(
+    paths: list[str] | None, stored: bytes | None, key: object, length: int
+) -> list[array[float]]:
+    """The item's vectors if they have ``length`` numbers each, else none; a column that
+    does not hold one vector per path, all of one length, is corrupt."""
     if not paths or stored is None:
         return []
-    numbers = array("f")
-    try:
-        numbers.frombytes(stored)
-    except ValueError:
-        numbers = array("f", [0.0])  # not a whole number of floats: reported below
-    if len(numbers) % len(paths):
+    if len(stored) % (4 * len(paths)):
         raise CorruptRecordError(
             f"{TABLE} row {key!r}: column embeddings does not hold {len(paths)} vectors "
             "of one length; it was written by something other than agentledger",
@@ -256,8 +256,11 @@ def _vectors(paths: list[str] | None, stored: bytes | None, key: object) -> list
             key=key,
             column="embeddings",
         )
-    size = len(numbers) // len(paths)
-    return [numbers[start : start + size] for start in range(0, len(numbers), size)]
+    if len(stored) != 4 * length * len(paths):
+        return []  # vectors of another model: not comparable with the query
+    numbers = array("f")
+    numbers.frombytes(stored)
+    return [numbers[start : start + length] for start in range(0, len(numbers), length)]
 
 
 Metric = Literal["cosine", "inner_product", "l2"]
@@ -267,14 +270,35 @@ PostgreSQL store's three)."""
 METRICS: tuple[str, ...] = ("cosine", "inner_product", "l2")
 
 
-def _score(metric: str, query: Sequence[float], norm: float, vector: Sequence[float]) -> float:
+def _scorer(metric: str, query: Sequence[float]) -> Callable[[Sequence[float]], float]:
+    """How one stored vector scores against ``query`` under ``metric`` (higher is closer).
+
+    ``map(mul, ...)`` keeps each product and sum in C, in the same order (and so with
+    the same rounding) as a Python loop would: the score does not depend on the path.
+    """
     if metric == "l2":
-        return -math.sqrt(sum((a - b) ** 2 for a, b in zip(query, vector, strict=True)))
-    dot = sum(a * b for a, b in zip(query, vector, strict=True))
+
+        def l2(vector: Sequence[float]) -> float:
+            differences = list(map(sub, query, vector))
+            return -math.sqrt(sum(map(mul, differences, differences)))
+
+        return l2
     if metric == "inner_product":
-        return dot
-    length = math.sqrt(sum(b * b for b in vector))
-    return 0.0 if norm == 0.0 or length == 0.0 else dot / (norm * length)
+
+        def inner_product(vector: Sequence[float]) -> float:
+            return float(sum(map(mul, query, vector)))
+
+        return inner_product
+    norm = math.sqrt(sum(map(mul, query, query)))
+
+    def cosine(vector: Sequence[float]) -> float:
+        length = math.sqrt(sum(map(mul, vector, vector)))
+        if norm == 0.0 or length == 0.0:
+            return 0.0
+        dot: float = sum(map(mul, query, vector))
+        return dot / (norm * length)
+
+    return cosine
 
 
 # -- filters --------------------------------------------------------------------------------
@@ -372,9 +396,14 @@ _COLUMNS: Select[Any] = select(
     ITEMS.c.expires_at,
     ITEMS.c.revision,
 )
-_WITH_VECTORS = _COLUMNS.add_columns(
-    json_text(ITEMS.c.embedding_paths).label("embedding_paths"), ITEMS.c.embeddings
+_VECTORS: Select[Any] = select(
+    ITEMS.c.namespace,
+    ITEMS.c.key,
+    json_text(ITEMS.c.embedding_paths).label("embedding_paths"),
+    ITEMS.c.embeddings,
 )
+"""What a search by meaning scores (and, with a filter, the value it checks): the
+page's items are read whole afterwards."""
 
 
 _WRITTEN = (
@@ -394,7 +423,8 @@ def _live(now: datetime | ColumnElement[Any]) -> ColumnElement[bool]:
     return or_(ITEMS.c.expires_at.is_(None), ITEMS.c.expires_at > now)
 
 
-def _item(row: Any) -> MemoryItem:
+def _value(row: Any) -> dict[str, Any]:
+    """The item's value read from ``row``, checked to be a JSON object."""
     key = (row.namespace, row.key)
     value = decode_json(row.value, table=TABLE, key=key, column="value")
     if type(value) is not dict:
@@ -404,6 +434,11 @@ def _item(row: Any) -> MemoryItem:
             key=key,
             column="value",
         )
+    return value
+
+
+def _item(row: Any) -> MemoryItem:
+    value = _value(row)
     return from_stored(
         MemoryItem,
         {
@@ -784,7 +819,14 @@ class MemoryRepository(Repository):
                 raise ValidationError("search by query_vector or by words, not both", path="words")
             wanted = frozenset(words_of(words))
             return self._by_words(prefix, now, conditions, wanted, limit, offset)
-        base = _WITH_VECTORS if query is not None else _COLUMNS
+        if query is None:
+            base = _COLUMNS
+        else:
+            base = (
+                _VECTORS.add_columns(json_text(ITEMS.c.value).label("value"))
+                if conditions
+                else _VECTORS
+            )
         statement = base.where(
             _under(prefix), _live(now), *_in_sql(self._connection().dialect, conditions)
         )
@@ -846,8 +888,8 @@ class MemoryRepository(Repository):
             return found
         if kind == "tsvector":
             query = " | ".join((*sorted(wanted), OVERFLOW))
-            matched: ColumnElement[bool] = _tsvector(ITEMS.c.words).op("@@")(
-                func.to_tsquery(_SIMPLE, query)
+            matched: ColumnElement[bool] = simple_tsvector(ITEMS.c.words).op("@@")(
+                func.to_tsquery(TEXT_SEARCH_CONFIG, query)
             )
             return matched
         phrases = " OR ".join(f'"{word}"' for word in (*sorted(wanted), OVERFLOW))
@@ -876,31 +918,43 @@ class MemoryRepository(Repository):
         offset: int,
     ) -> list[MemoryItem]:
         """The page of items closest to ``query`` among those ``statement`` reads that
-        meet ``conditions``, each with its score."""
+        meet ``conditions``, each with its score.
+
+        Rows are scored as read and only the page's are made records: a value is decoded
+        before then only where a filter must look at it.
+        """
+        score = _scorer(metric, query)
+        paths_of: dict[str, Any] = {}  # most items share one list of fields
+        scored: list[tuple[float, Any]] = []
         read = self._connection().execute(statement.order_by(ITEMS.c.namespace, ITEMS.c.key))
-        items = [(row, _item(row)) for row in read]
-        norm = math.sqrt(sum(number * number for number in query))
-        scored: list[tuple[float, MemoryItem]] = []
-        for row, item in items:
-            if conditions and not matches(item.value, conditions):
-                continue
-            vectors = _vectors(
-                decode_json(
+        for row in read.all():
+            paths = paths_of.get(row.embedding_paths)
+            if paths is None:
+                paths = decode_json(
                     row.embedding_paths,
                     table=TABLE,
                     key=(row.namespace, row.key),
                     column="embedding_paths",
-                ),
-                row.embeddings,
-                (row.namespace, row.key),
-            )
-            usable = [vector for vector in vectors if len(vector) == len(query)]
-            if usable:
-                best = max(_score(metric, query, norm, vector) for vector in usable)
-                scored.append((best, item))
-        scored.sort(key=lambda pair: -pair[0])
-        page = scored[offset : offset + limit]
-        return [item.model_copy(update={"score": score}) for score, item in page]
+                )
+                if row.embedding_paths is not None:
+                    paths_of[row.embedding_paths] = paths
+            vectors = _vectors(paths, row.embeddings, (row.namespace, row.key), len(query))
+            if not vectors or (conditions and not matches(_value(row), conditions)):
+                continue
+            scored.append((max(map(score, vectors)), row))
+        scored.sort(key=lambda pair: -pair[0])  # stable: by namespace and key among equals
+        page = [(best, (row.namespace, row.key)) for best, row in scored[offset : offset + limit]]
+        if not page:
+            return []
+        whole = self._connection().execute(
+            _COLUMNS.where(tuple_(ITEMS.c.namespace, ITEMS.c.key).in_([key for _, key in page]))
+        )
+        read_again = {(row.namespace, row.key): row for row in whole}
+        return [
+            _item(read_again[key]).model_copy(update={"score": best})
+            for best, key in page
+            if key in read_again  # deleted since by another transaction: not found
+        ]
 
     @operation(writes=False)
     def list_namespaces(
@@ -1021,25 +1075,25 @@ def _chunks(pairs: list[tuple[str, str]]) -> Iterator[list[tuple[str, str]]]:
         yield pairs[start : start + _KEYS_AT_ONCE]
 
 
-_SIMPLE: ColumnElement[str] = literal_column("'simple'")
 """PostgreSQL's text search configuration without stemming or stopwords: a literal, so
 the planner matches the index's expression."""
 WORDS_INDEX = table(WORDS_TABLE)
 """SQLite's FTS5 table over ``words`` (its rowid is the item's), where FTS5 is built in."""
 
 
+_WORDS_TABLE_EXISTS = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+"""Whether SQLite has the FTS5 table ``WORDS_TABLE`` (migration 0006 makes it only where
+SQLite has FTS5), in SQLite's own parameter style: a driver cursor runs it too."""
+
+
 def rebuild_words_index(cursor: Any) -> None:
     """SQLite, after VACUUM: index the items' words again, where the FTS5 table is. Its
     rows are keyed by the items' rowids, which SQLite says VACUUM may renumber (none
     was renumbered here, but a missed item would go unnoticed)."""
-    cursor.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (WORDS_TABLE,))
+    cursor.execute(_WORDS_TABLE_EXISTS, (WORDS_TABLE,))
     if cursor.fetchone() is not None:
         # A constant: the table's own name, no input (FTS5's commands name the table).
         cursor.execute(f"INSERT INTO {WORDS_TABLE}({WORDS_TABLE}) VALUES ('rebuild')")  # noqa: S608
-
-
-def _tsvector(words: Any) -> Any:
-    return func.to_tsvector(_SIMPLE, words)
 
 
 def _read_text_index(connection: Any, kind: str) -> TextIndex:
@@ -1047,10 +1101,7 @@ def _read_text_index(connection: Any, kind: str) -> TextIndex:
     if kind == "tsvector":
         return TextIndex(present=True)
     if kind == "fts5":
-        found = connection.execute(
-            text("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = :name"),
-            {"name": WORDS_INDEX.name},
-        ).first()
+        found = connection.exec_driver_sql(_WORDS_TABLE_EXISTS, (WORDS_TABLE,)).first()
         return TextIndex(present=found is not None)
     shortest, longest, server_list, user_list = connection.execute(
         text(

@@ -225,6 +225,30 @@ class MemoryContract:
         assert [(item.key, item.score) for item in dot] == [("long", 3.0), ("near", 1.0)]
         assert [(item.key, item.score) for item in l2] == [("near", -1.0), ("long", -2.0)]
 
+    async def test_search_by_meaning_meets_the_filter_then_pages(self, harness: Harness) -> None:
+        memory = harness.ledger.memory
+        for index in range(6):
+            vector = [1.0, index / 10]
+            await memory.put(
+                ("v",), f"k{index}", {"even": index % 2 == 0}, embeddings=[("t", vector)]
+            )
+        found = await memory.search(("v",), query_vector=[1.0, 0.0], filter={"even": True})
+        page = await memory.search(
+            ("v",), query_vector=[1.0, 0.0], filter={"even": True}, limit=1, offset=1
+        )
+        assert [item.key for item in found] == ["k0", "k2", "k4"]
+        assert [(item.key, item.score) for item in page] == [("k2", found[1].score)]
+        assert page[0].value == {"even": True} and page[0].revision == 1
+
+    async def test_search_by_meaning_passes_over_vectors_of_another_length(
+        self, harness: Harness
+    ) -> None:
+        memory = harness.ledger.memory
+        await memory.put(("v",), "two", {}, embeddings=[("t", [1.0, 0.0])])
+        await memory.put(("v",), "three", {}, embeddings=[("t", [1.0, 0.0, 0.0])])
+        found = await memory.search(("v",), query_vector=[1.0, 0.0, 0.0])
+        assert [item.key for item in found] == ["three"]
+
     async def test_list_namespaces_matches_prefix_suffix_and_depth(self, harness: Harness) -> None:
         memory = harness.ledger.memory
         for namespace in [("a", "b", "c"), ("a", "b", "d"), ("a", "x", "c"), ("z",)]:
