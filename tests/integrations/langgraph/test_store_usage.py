@@ -12,6 +12,7 @@ from langgraph.store.base.embed import ensure_embeddings
 
 from agentledger import AsyncLedger, Ledger, UsageError, ValidationError
 from agentledger.integrations.langgraph import AsyncLedgerStore, LedgerStore
+from agentledger.integrations.langgraph import store as store_module
 
 
 @pytest.fixture
@@ -86,6 +87,23 @@ def test_namespaces_matching_several_suffixes_are_cut_to_the_depth_asked_and_pag
     )
 
     assert store.batch([listing]) == [[("b",)]]
+
+
+def test_namespaces_matching_several_conditions_are_found_past_the_first_page_read(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Several prefixes are matched in Python over every namespace, read a page at a time.
+    monkeypatch.setattr(store_module, "_NAMESPACES_AT_ONCE", 2)
+    store = LedgerStore(ledger)
+    wanted = [("a", "x", str(index)) for index in range(5)]
+    for namespace in [*wanted, ("a", "y", "0"), ("b", "x", "0")]:
+        store.put(namespace, "k", {"v": 1})
+    listing = ListNamespacesOp(
+        match_conditions=(MatchCondition("prefix", ("a",)), MatchCondition("prefix", ("*", "x"))),
+        limit=10,
+    )
+
+    assert store.batch([listing]) == [wanted]
 
 
 def test_a_sync_store_runs_in_a_worker_thread_for_async_callers(ledger: Ledger) -> None:
