@@ -800,7 +800,7 @@ def core_checkpoint_latest(floors: Floors, id: str) -> Call:
         async with engine.connect() as connection:
             r = (await connection.execute(CHECKPOINT_LATEST, {"id": id, "now": now()})).first()
         assert r is not None
-        return (*r[:6], json.loads(r[6]))
+        return (*r[:6], loads(r[6]))
 
     return call
 
@@ -812,6 +812,6 @@ def raw_checkpoint_latest(floors: Floors, id: str) -> Call:
         rows = await _raw_read(floors, RAW_CHECKPOINT_LATEST, id, floors.db_time(now()))
         r = rows[0]
         created, expires = from_db_time(dialect, r[4]), from_db_time(dialect, r[5])
-        return (*r[:4], created, expires, json.loads(r[6]))
+        return (*r[:4], created, expires, loads(r[6]))
 
     return call

@@ -33,14 +33,24 @@ def from_db_time(dialect: str, value: Any) -> datetime | None:
     if value is None:
         return None
     if dialect == "sqlite":
-        return datetime.fromisoformat(value).replace(tzinfo=UTC)
-    if dialect == "postgresql":
+        value = datetime.fromisoformat(value)
+    elif dialect == "postgresql":
         return value  # type: ignore[no-any-return]
-    return value.replace(tzinfo=UTC)  # type: ignore[no-any-return]
+    # Not value.replace(tzinfo=UTC): four times the cost on CPython 3.11, as the library
+    # found (models.types.as_utc); the floor does what the library does.
+    return datetime.combine(value.date(), value.time(), UTC)
+
+
+_SCAN = json.JSONDecoder().raw_decode
 
 
 def loads(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
+    """json.loads's decoder without its per-call checks, as the library decodes
+    (``agentledger._json.loads``): the floor is the best plain code, not the usual."""
+    if text is None:
+        return None
+    value, end = _SCAN(text)
+    return value if end == len(text) else json.loads(text)
 
 
 class RawConnection:

@@ -72,3 +72,29 @@ def test_the_viewers_quick_benchmark_measures_every_page(tmp_path: Path) -> None
     (result,) = json.loads((tmp_path / "ui.json").read_text())
     assert len(result["pages"]) == 10
     assert all(page["median_ms"] > 0 and page["bytes"] > 0 for page in result["pages"])
+
+
+@pytest.mark.slow
+def test_the_conversation_stores_benchmark_times_every_store_in_every_cell(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "conversations.json"
+    command = [sys.executable, "-m", "benchmarks.conversations", "--quick", "--out", str(out)]
+    url = bench_url("postgresql", "_bench_conversations")
+    databases = ["sqlite"] if url is None else ["sqlite", "postgresql"]
+    if url is not None:
+        command += ["--postgres-url", url]
+    command += ["--databases", ",".join(databases)]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+    assert done.returncode == 0, done.stderr[-4000:]
+    results = json.loads(out.read_text())
+    assert [result["dialect"] for result in results] == databases
+    for result in results:
+        for cell in result["cells"]:
+            stores = set(cell["ms"])
+            assert {"agentledger", "SDK SQLAlchemySession", "ADK DatabaseSessionService"} <= stores
+            assert ("raw driver" in stores) == (cell["operation"] == "load")
+            assert ("SDK SQLiteSession" in stores) == (result["dialect"] == "sqlite")
+            assert all(value > 0 for value in cell["ms"].values())
+    assert "| SQLite | load 20 items |" in done.stdout

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 from decimal import Decimal
 from typing import Any
 
 import pytest
 
 from agentledger import Limits, ValidationError
-from agentledger._json import check_json, check_object
+from agentledger._json import check_json, check_object, loads
 
 LIMITS = Limits()
 
@@ -119,3 +120,27 @@ def test_state_refuses_floats_jsonb_would_turn_into_integers() -> None:
         check_json({"n": 4.705309337947274e16}, path="state", limits=LIMITS, jsonb=True)
     assert raised.value.path == "state['n']"
     check_json({"n": 4.705309337947274e16}, path="content", limits=LIMITS)  # JSON text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '"plain"',
+        '{"a": [1, 2.5, null, true]}',
+        "  [1]  ",  # whitespace around the value
+        "\ufeff{}",  # a byte-order mark
+        "NaN",
+        b'{"bytes": 1}',
+        '{"a": 1} extra',
+        "{broken",
+        "",
+    ],
+)
+def test_loads_gives_what_json_loads_gives_value_or_error(text: str | bytes) -> None:
+    try:
+        expected: object = json.loads(text)
+    except ValueError as error:
+        with pytest.raises(type(error), match=re.escape(str(error))):
+            loads(text)  # type: ignore[arg-type]
+        return
+    assert repr(loads(text)) == repr(expected)  # type: ignore[arg-type]

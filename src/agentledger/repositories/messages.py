@@ -21,7 +21,6 @@ revision step per call.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, cast
@@ -44,7 +43,7 @@ from sqlalchemy import (
 )
 
 from .._checks import bounded_int, checked_text
-from .._json import canonical, check_object, check_row, decode_json
+from .._json import canonical, check_object, check_row, decode_json, loads
 from .._limits import MAX_ROW_KEY_LENGTH
 from .._translate import duplicate_as
 from ..clock import utc
@@ -212,7 +211,6 @@ def messages_of(rows: Sequence[Sequence[Any]], session_id: str) -> list[Message]
     """Messages from rows of ``_READ``: JSON decoded here (a value that does not decode,
     or metadata that is not an object, raises CorruptRecordError naming the row), the
     records built without validating again what was validated on write."""
-    loads = json.loads
     result = []
     for seq, role, content_text, metadata_text, created_at, external_key in rows:
         try:

@@ -1,0 +1,28 @@
+"""Times read back: aware and in UTC, whatever the column or the driver handed back."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+from sqlalchemy.dialects import mysql, postgresql, sqlite
+
+from agentledger.models.types import UTCDateTime, as_utc
+
+NAIVE = datetime(2026, 12, 7, 4, 26, 33, 123456)
+
+
+def test_as_utc_is_the_naive_time_in_utc() -> None:
+    made = as_utc(NAIVE)
+    assert made == NAIVE.replace(tzinfo=UTC)
+    assert made.tzinfo is UTC
+
+
+@pytest.mark.parametrize("dialect", [sqlite.dialect(), mysql.dialect(), postgresql.dialect()])
+def test_a_time_read_back_is_aware_and_in_utc(dialect: object) -> None:
+    read = UTCDateTime().process_result_value
+    elsewhere = NAIVE.replace(tzinfo=timezone(timedelta(hours=2)))
+    assert read(NAIVE, dialect).tzinfo is UTC  # type: ignore[arg-type, union-attr]
+    assert read(elsewhere, dialect) == elsewhere  # type: ignore[arg-type]
+    assert read(elsewhere, dialect).tzinfo is UTC  # type: ignore[arg-type, union-attr]
+    assert read(None, dialect) is None  # type: ignore[arg-type]
