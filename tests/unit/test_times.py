@@ -26,3 +26,23 @@ def test_a_time_read_back_is_aware_and_in_utc(dialect: object) -> None:
     assert read(elsewhere, dialect) == elsewhere  # type: ignore[arg-type]
     assert read(elsewhere, dialect).tzinfo is UTC  # type: ignore[arg-type, union-attr]
     assert read(None, dialect) is None  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("stored", "expected"),
+    [
+        ("2026-12-07 04:26:33.123456", NAIVE),  # SQLAlchemy's storage format
+        ("2026-12-07 04:26:33", NAIVE.replace(microsecond=0)),
+        ("2026-12-07", datetime(2026, 12, 7)),  # another form: SQLAlchemy's parser reads it
+    ],
+)
+def test_a_sqlite_time_is_read_as_the_utc_time_its_text_names(
+    stored: str, expected: datetime
+) -> None:
+    dialect = sqlite.dialect()
+    read = UTCDateTime().dialect_impl(dialect).result_processor(dialect, None)
+    assert read is not None
+    found = read(stored)
+    assert found == expected.replace(tzinfo=UTC)
+    assert found.tzinfo is UTC
+    assert read(None) is None
