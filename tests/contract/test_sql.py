@@ -22,6 +22,7 @@ from agentledger import (
     Limits,
     NewMessage,
     NewStep,
+    NotFoundError,
     UsageError,
     ValidationError,
     metadata,
@@ -293,3 +294,20 @@ async def test_a_write_in_a_read_only_unit_of_work_sends_no_sql(harness: Harness
             with pytest.raises(UsageError):
                 await uow.app_state.merge("app", {"set": {"k": 1}})
         assert seen == []
+
+
+@tier("dialect")
+@pytest.mark.databases("sqlite")
+async def test_a_read_of_one_statement_on_sqlite_sends_no_begin(harness: Harness) -> None:
+    # One statement in the driver's autocommit is its own read transaction: one snapshot.
+    await harness.ledger.sessions.create("read")
+    await harness.ledger.messages.append("read", NewMessage(role="user", content="hi"))
+    await harness.ledger.steps.append("read", [NewStep(step_index=0)])
+    with statements_during(harness) as statements:
+        assert [m.content for m in await harness.ledger.messages.all("read")] == ["hi"]
+        assert len(await harness.ledger.messages.last("read", 5)) == 1
+        assert len(await harness.ledger.steps.window("read")) == 1
+    assert starting(statements, "BEGIN") == []
+    assert len(starting(statements, "SELECT")) == 3
+    with pytest.raises(NotFoundError):  # nothing found: a second look, at the session row
+        await harness.ledger.messages.all("never")

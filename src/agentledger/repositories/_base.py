@@ -24,7 +24,7 @@ from .._driver import Fallback
 from .._json import Limits
 from .._translate import translated, translated_commit
 from ..clock import Clock, checked_now
-from ..engine import WRITE_OPTION, check_borrowed_sqlite
+from ..engine import ONE_STATEMENT_OPTION, WRITE_OPTION, check_borrowed_sqlite
 from ..errors import ConflictError, DatabaseError, UsageError
 from ._keywords import TextIndex
 from ._statements import begin_snapshot
@@ -302,6 +302,27 @@ class Repository:
         """Where prebuilt Core statements run: the transaction's executor (on driver
         SQL, the driver's connection; else the Session's), with no ORM in the way."""
         return self._work.connection()
+
+    def _one_statement_connection(self) -> Executor:
+        """The executor for a read that is one statement: on driver SQL the driver's
+        connection, else ``_one_statement_session_connection``."""
+        work = self._work
+        if work.executor is not None:
+            return work.executor
+        return self._one_statement_session_connection()
+
+    def _one_statement_session_connection(self) -> Connection:
+        """The Session's connection for a read that is one statement: in a ledger's call
+        of its own, on SQLite, without the explicit BEGIN of a read transaction (one
+        statement in the driver's autocommit is one snapshot:
+        ``engine.ONE_STATEMENT_OPTION``); in a unit of work, or once the transaction has
+        begun, the transaction's own. A later statement of the call runs in autocommit
+        too: only an operation whose other reads need not share the first one's
+        snapshot (a look at the session row when nothing was found) reads through it."""
+        work = self._work
+        if work.one_operation and not work.writes and not self._session.in_transaction():
+            return self._session.connection(execution_options={ONE_STATEMENT_OPTION: True})
+        return self._session.connection()
 
     def _within(self, work: Work) -> Any:
         """This repository in ``work``: itself when bound to it, else a copy bound to it."""

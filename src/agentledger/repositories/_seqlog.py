@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Integer, Row, Select, Table, bindparam
+from sqlalchemy import Connection, Integer, Row, Select, Table, bindparam
 from sqlalchemy.orm import Session
 
 from .._checks import bounded_int
@@ -45,11 +45,13 @@ class SeqLog:
         self.max_read = max_read
         """The most rows one read may ask for."""
 
-    def last(self, session: Session, id: str, n: object) -> Sequence[Row[Any]]:
+    def last(
+        self, session: Session, connection: Connection, id: str, n: object
+    ) -> Sequence[Row[Any]]:
         """The newest ``n`` rows of session ``id``, in seq order."""
         validate_id(id)
         count = bounded_int(n, "n", low=1, high=self.max_read)
-        return list(reversed(self.rows(session, id, self._last, n=count)))
+        return list(reversed(self.rows(session, connection, id, self._last, n=count)))
 
     def last_rows(self, session: Session, id: str, count: int) -> Sequence[Row[Any]]:
         """The newest ``count`` rows of session ``id`` (checked by the caller), in seq
@@ -63,25 +65,25 @@ class SeqLog:
         return session.connection().execute(self._all, {"id": id}).all()
 
     def window(
-        self, session: Session, id: str, *, after_seq: object, limit: object
+        self, session: Session, connection: Connection, id: str, *, after_seq: object, limit: object
     ) -> Sequence[Row[Any]]:
         """Up to ``limit`` rows of session ``id`` after ``after_seq``, in seq order."""
         validate_id(id)
         count = bounded_int(limit, "limit", low=1, high=self.max_read)
         after = bounded_int(after_seq, "after_seq")
-        return self.rows(session, id, self._window, after=after, n=count)
+        return self.rows(session, connection, id, self._window, after=after, n=count)
 
-    def all(self, session: Session, id: str) -> Sequence[Row[Any]]:
+    def all(self, session: Session, connection: Connection, id: str) -> Sequence[Row[Any]]:
         """Every row of session ``id``, in seq order."""
         validate_id(id)
-        return self.rows(session, id, self._all)
+        return self.rows(session, connection, id, self._all)
 
     def rows(
-        self, session: Session, id: str, query: Select[Any], **params: Any
+        self, session: Session, connection: Connection, id: str, query: Select[Any], **params: Any
     ) -> Sequence[Row[Any]]:
-        """The rows of ``query`` (on session ``id``); NotFoundError when there are none
-        and the session does not exist."""
-        connection = session.connection()
+        """The rows of ``query`` (on session ``id``), read on ``connection`` (the
+        repository's ``_one_statement_session_connection``); NotFoundError when there
+        are none and the session does not exist."""
         if params.get("n", 0) > STREAM_ABOVE:
             connection = connection.execution_options(**stream_options(connection, STREAM_ABOVE))
         rows = connection.execute(query, {"id": id, **params}).all()

@@ -606,7 +606,9 @@ class MessageRepository(Repository):
         Raises:
             NotFoundError: no such session.
         """
-        return messages_of(_LOG.last(self._session, id, n), id)
+        return messages_of(
+            _LOG.last(self._session, self._one_statement_session_connection(), id, n), id
+        )
 
     @operation(writes=False)
     def window(self, id: str, *, after_seq: int = 0, limit: int = 100) -> list[Message]:
@@ -616,7 +618,16 @@ class MessageRepository(Repository):
         Raises:
             NotFoundError: no such session.
         """
-        return messages_of(_LOG.window(self._session, id, after_seq=after_seq, limit=limit), id)
+        return messages_of(
+            _LOG.window(
+                self._session,
+                self._one_statement_session_connection(),
+                id,
+                after_seq=after_seq,
+                limit=limit,
+            ),
+            id,
+        )
 
     @operation(writes=False)
     def since(self, id: str, at: datetime, *, last: int | None = None) -> list[Message]:
@@ -647,7 +658,13 @@ class MessageRepository(Repository):
         params: dict[str, Any] = {"at": utc(at, field="at")}
         if last is not None:
             params["n"] = bounded_int(last, "last", low=1, high=MAX_READ)
-        rows = _LOG.rows(self._session, id, _TIME_READS[before, last is not None], **params)
+        rows = _LOG.rows(
+            self._session,
+            self._one_statement_session_connection(),
+            id,
+            _TIME_READS[before, last is not None],
+            **params,
+        )
         found = messages_of(rows, id)
         return found[::-1] if last is not None else found
 
@@ -678,7 +695,9 @@ class MessageRepository(Repository):
         Raises:
             NotFoundError: no such session.
         """
-        return messages_of(_LOG.all(self._session, id), id)
+        return messages_of(
+            _LOG.all(self._session, self._one_statement_session_connection(), id), id
+        )
 
 
 def _keys_and_scopes(scopes: _state.Scopes) -> CompoundSelect[Any]:

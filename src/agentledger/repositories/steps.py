@@ -352,7 +352,10 @@ class StepRepository(Repository):
         Raises:
             NotFoundError: no such session.
         """
-        return [step_of(row) for row in _LOG.last(self._session, id, n)]
+        return [
+            step_of(row)
+            for row in _LOG.last(self._session, self._one_statement_session_connection(), id, n)
+        ]
 
     @operation(writes=False)
     def window(self, id: str, *, after_seq: int = 0, limit: int = 1000) -> list[Step]:
@@ -361,7 +364,13 @@ class StepRepository(Repository):
         Raises:
             NotFoundError: no such session.
         """
-        rows = _LOG.window(self._session, id, after_seq=after_seq, limit=limit)
+        rows = _LOG.window(
+            self._session,
+            self._one_statement_session_connection(),
+            id,
+            after_seq=after_seq,
+            limit=limit,
+        )
         return [step_of(row) for row in rows]
 
     @operation(writes=False)
@@ -395,7 +404,12 @@ class StepRepository(Repository):
             "after": bounded_int(after_seq, "after_seq"),
             "n": bounded_int(limit, "limit", low=1, high=MAX_BATCH),
         }
-        return [step_of(row) for row in _LOG.rows(self._session, id, query, **params)]
+        return [
+            step_of(row)
+            for row in _LOG.rows(
+                self._session, self._one_statement_session_connection(), id, query, **params
+            )
+        ]
 
     def iterate(self, id: str, *, batch: int = 1000) -> Iterator[Step]:
         """Every step in seq order, read ``batch`` at a time: on a ledger each page is a

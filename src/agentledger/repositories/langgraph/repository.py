@@ -30,7 +30,6 @@ from ..._limits import (
     MAX_VERSION_LENGTH,
 )
 from ..._translate import duplicate_as
-from ...engine import ONE_STATEMENT_OPTION
 from ...errors import ConflictError, ValidationError
 from ...ids import new_session_id
 from ...langgraph_records import (
@@ -45,7 +44,7 @@ from ...langgraph_records import (
     ValueRow,
     WriteRow,
 )
-from .._base import Executor, Repository, Scope, operation
+from .._base import Repository, Scope, operation
 from .._session_row import SESSIONS
 from .._statements import (
     insert_missing,
@@ -148,19 +147,6 @@ class LangGraphRepository(Repository):
     def _dialect_name(self) -> str:
         """The database's dialect, without beginning the transaction."""
         return self._work.dialect.name
-
-    def _one_statement_connection(self) -> Executor:
-        """The connection for a read that is one statement: in a ledger's call of its
-        own, on SQLite, without the explicit BEGIN of a read transaction (one statement
-        in the driver's autocommit is one snapshot: ``engine.ONE_STATEMENT_OPTION``); in
-        a unit of work, or once the transaction has begun, the transaction's own (on
-        driver SQL, the driver's)."""
-        work = self._work
-        if work.executor is not None:
-            return work.executor
-        if work.one_operation and not work.writes and not self._session.in_transaction():
-            return self._session.connection(execution_options={ONE_STATEMENT_OPTION: True})
-        return self._connection()
 
     def _thread_session(self, thread_id: str) -> str:
         """The id of the thread's session, created if need be, its ``updated_at`` brought
