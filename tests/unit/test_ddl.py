@@ -11,7 +11,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.schema import CreateIndex, CreateTable
 from sqlalchemy.types import TypeEngine
 
-from agentledger.models import metadata
+from agentledger.models import TEXT_INDEXES, metadata
 
 DIALECTS: dict[str, Dialect] = {
     "postgresql": postgresql.dialect(),
@@ -156,3 +156,23 @@ def test_sqlite_ddl_autoincrements_64_bit_ids() -> None:
         CreateTable(metadata.tables["agentledger_messages"]).compile(dialect=DIALECTS["sqlite"])
     )
     assert "id INTEGER NOT NULL" in messages
+
+
+def test_each_text_index_belongs_to_the_memory_table() -> None:
+    # An index whose expressions hold a column of no table finds no table of its own.
+    on_items = {index.name for index in metadata.tables["agentledger_memory_items"].indexes}
+    assert on_items >= TEXT_INDEXES
+
+
+@pytest.mark.parametrize(
+    ("dialect", "name"), [(postgresql.dialect(), "_tsvector"), (mysql.dialect(), "")]
+)
+def test_each_family_makes_its_own_text_index(dialect: Dialect, name: str) -> None:
+    table = metadata.tables["agentledger_memory_items"]
+    made = [
+        str(CreateIndex(index).compile(dialect=dialect))
+        for index in table.indexes
+        if index.name == f"ix_agentledger_memory_items_words{name}"
+    ]
+    assert len(made) == 1
+    assert ("to_tsvector('simple', words)" in made[0]) == (name == "_tsvector")

@@ -39,8 +39,9 @@ from sqlalchemy import (
     LargeBinary,
     String,
     Text,
+    TextClause,
     func,
-    literal_column,
+    text,
 )
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Dialect
@@ -220,8 +221,10 @@ def _utc_day_postgresql(element: utc_day, compiler: SQLCompiler, **kw: Any) -> s
     return f"DATE({compiler.process(element.clauses, **kw)} AT TIME ZONE 'UTC')"
 
 
-TEXT_SEARCH_CONFIG: ColumnElement[str] = literal_column("'simple'")
-"""PostgreSQL's text search configuration for keyword search: no stemming, no stopwords."""
+TEXT_SEARCH_CONFIG: TextClause = text("'simple'")
+"""PostgreSQL's text search configuration for keyword search: no stemming, no stopwords.
+Text, not a literal column: a column without a table among an Index's expressions would
+keep the index from finding its table."""
 
 
 def simple_tsvector(words: ColumnElement[Any]) -> ColumnElement[Any]:
