@@ -94,7 +94,7 @@ class Store:
         raise NotImplementedError
 
 
-class LedgerStore(Store):
+class LedgerConversations(Store):
     name = LEDGER
 
     def __init__(self, ledger: AsyncLedger) -> None:
@@ -104,10 +104,10 @@ class LedgerStore(Store):
         await self.ledger.sessions.create(conversation)
         for start in range(0, length, 500):
             count = min(500, length - start)
-            await self.ledger.messages.append(conversation, [_message()] * count)
+            await self.ledger.messages.append(conversation, [_item()] * count)
 
     async def append(self, conversation: str) -> None:
-        await self.ledger.messages.append(conversation, [_message()])
+        await self.ledger.messages.append(conversation, [_item()])
 
     async def load(self, conversation: str) -> Any:
         return await self.ledger.messages.all(conversation)
@@ -167,17 +167,14 @@ class RawFloor(Store):
 
     async def load(self, conversation: str) -> Any:
         rows = await self.raw.fetch(RAW_LOAD, conversation)
-        time_of = self.dialect
+        dialect = self.dialect
         return [
-            (r[0], r[1], loads(r[2]), loads(r[3]), from_db_time(time_of, r[4]), r[5]) for r in rows
+            (r[0], r[1], loads(r[2]), loads(r[3]), from_db_time(dialect, r[4]), r[5]) for r in rows
         ]
 
 
-def _message() -> dict[str, Any]:
-    return {"role": "user", "content": TEXT}
-
-
 def _item() -> dict[str, Any]:
+    """One item of a conversation, as agentledger's messages and the SDK's items take it."""
     return {"role": "user", "content": TEXT}
 
 
@@ -203,7 +200,7 @@ async def run_database(
     adk = DatabaseSessionService(db_url=rendered)
     raw = await RawConnection.open(dialect, url)
     stores: list[Store] = [
-        LedgerStore(ledger),
+        LedgerConversations(ledger),
         SdkStore("agentledger LedgerSession", lambda sid: LedgerSession(sid, ledger)),
         AdkStore("agentledger LedgerSessionService", LedgerSessionService(ledger)),
         SdkStore(

@@ -401,9 +401,9 @@ _VECTORS: Select[Any] = select(
     ITEMS.c.key,
     json_text(ITEMS.c.embedding_paths).label("embedding_paths"),
     ITEMS.c.embeddings,
-)
-"""What a search by meaning scores (and, with a filter, the value it checks): the
-page's items are read whole afterwards."""
+).where(ITEMS.c.embeddings.is_not(None))
+"""What a search by meaning scores, of the items that have vectors (and, with a filter,
+the value it checks): the page's items are read whole afterwards."""
 
 
 _WRITTEN = (
@@ -930,14 +930,12 @@ class MemoryRepository(Repository):
         for row in read.all():
             paths = paths_of.get(row.embedding_paths)
             if paths is None:
-                paths = decode_json(
+                paths = paths_of[row.embedding_paths] = decode_json(
                     row.embedding_paths,
                     table=TABLE,
                     key=(row.namespace, row.key),
                     column="embedding_paths",
                 )
-                if row.embedding_paths is not None:
-                    paths_of[row.embedding_paths] = paths
             vectors = _vectors(paths, row.embeddings, (row.namespace, row.key), len(query))
             if not vectors or (conditions and not matches(_value(row), conditions)):
                 continue
@@ -1075,8 +1073,6 @@ def _chunks(pairs: list[tuple[str, str]]) -> Iterator[list[tuple[str, str]]]:
         yield pairs[start : start + _KEYS_AT_ONCE]
 
 
-"""PostgreSQL's text search configuration without stemming or stopwords: a literal, so
-the planner matches the index's expression."""
 WORDS_INDEX = table(WORDS_TABLE)
 """SQLite's FTS5 table over ``words`` (its rowid is the item's), where FTS5 is built in."""
 
