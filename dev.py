@@ -38,6 +38,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -64,6 +65,9 @@ POSTGRES_ENV = "AGENTLEDGER_TEST_POSTGRES_URL"
 MYSQL_ENV = "AGENTLEDGER_TEST_MYSQL_URL"
 SECOND_PASS_ENV = "AGENTLEDGER_TEST_EMBEDDED_PASS"
 """pytest arguments of a second run on the private PostgreSQL (CI: -m postgresql)."""
+PORTABLE_PASS_ENV = "AGENTLEDGER_TEST_PORTABLE_PASS"
+"""pytest arguments (paths, ``-m``) of a run with ``AGENTLEDGER_PROFILE=portable`` beside
+the rest, on databases of its own (CI: the contract suite and the concurrency tests)."""
 NO_TESTS_COLLECTED = 5
 DEMO = "examples/quickstart_async.py"
 DEMO_DATABASE = "agentledger.db"
@@ -163,6 +167,8 @@ class Lane(NamedTuple):
     name: str
     selection: str | None
     env: dict[str, str]
+    paths: tuple[str, ...] = ()
+    """pytest arguments of this lane alone, before the run's own."""
 
 
 def test(args: list[str]) -> int:
@@ -178,7 +184,7 @@ def test(args: list[str]) -> int:
     with contextlib.ExitStack() as stack:
         for lane in lanes[1:]:
             output = stack.enter_context(tempfile.TemporaryFile("w+"))
-            command = [str(venv_python()), "-m", "pytest", *args, *_marker_args(lane)]
+            command = [str(venv_python()), "-m", "pytest", *lane.paths, *args, *_marker_args(lane)]
             process = subprocess.Popen(
                 command, cwd=ROOT, env=lane.env, stdout=output, stderr=subprocess.STDOUT, text=True
             )
@@ -208,7 +214,8 @@ def plan(chosen: str | None, *, slow_lane: bool, env: Mapping[str, str]) -> list
     all). The slow tests run beside the rest (``slow_lane``). When SECOND_PASS_ENV names
     a selection and PostgreSQL runs on a server (CI): that selection again on the private
     PostgreSQL (a second major version) and, with a MariaDB server set, the MariaDB-only
-    tests apart. Lanes that share a server get databases of their own (a suffix)."""
+    tests apart. When PORTABLE_PASS_ENV names tests: those with the portable profile.
+    Lanes that share a server get databases of their own (a suffix)."""
     second_pass = _without_marker_expression(env.get(SECOND_PASS_ENV, "").split())[1]
     on_server = env.get(POSTGRES_ENV, "") not in ("", "embedded")
     mysql_url = env.get(MYSQL_ENV, "")
@@ -233,6 +240,18 @@ def plan(chosen: str | None, *, slow_lane: bool, env: Mapping[str, str]) -> list
         )
         if mysql_url:
             lanes.append(Lane(f"pytest -m {MARIADB_ONLY!r}", both(chosen, MARIADB_ONLY), dict(env)))
+    portable_paths, portable_selection = _without_marker_expression(
+        shlex.split(env.get(PORTABLE_PASS_ENV, ""))
+    )
+    if portable_paths or portable_selection:
+        lanes.append(
+            Lane(
+                f"pytest {shlex.join(portable_paths)} with AGENTLEDGER_PROFILE=portable",
+                both(chosen, portable_selection),
+                {**_suffixed(env, "_portable"), "AGENTLEDGER_PROFILE": "portable"},
+                tuple(portable_paths),
+            )
+        )
     return lanes
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from agentledger import migrations
+from agentledger._dialects import PROFILE_IN_USE
 
 from . import databases
 from .databases import migrated_url as migrated_url
@@ -30,6 +31,18 @@ def each_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[st
     with scratch_database(request.param, str(tmp_path)) as found:
         migrations.upgrade(found)
         yield found.render_as_string(hide_password=False)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under the portable profile, skip what asserts a fast path that profile turns off."""
+    if PROFILE_IN_USE != "portable":
+        return
+    skip = pytest.mark.skip(
+        reason="asserts a native fast path; AGENTLEDGER_PROFILE=portable turns it off"
+    )
+    for item in items:
+        if item.get_closest_marker("native") is not None:
+            item.add_marker(skip)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -13,10 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from sqlalchemy import insert as portable_insert
 from sqlalchemy.dialects.mysql import insert as mysql_insert
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Dialect
+
+from .environment import PROFILE, EnvironmentValueError, value_of
 
 
 @dataclass(frozen=True)
@@ -25,18 +28,22 @@ class Capabilities:
 
     update_returning: bool
     """``UPDATE ... RETURNING`` (PostgreSQL, SQLite): a counter or a row read back in
-    the UPDATE. Without it (MariaDB/MySQL) a counter goes through
-    ``LAST_INSERT_ID(expr)`` and a row is read by a SELECT under the UPDATE's lock."""
+    the UPDATE. Without it a row is read by a SELECT under the UPDATE's lock."""
+    last_insert_id: bool
+    """``LAST_INSERT_ID(expr)`` (MariaDB/MySQL): a counter an UPDATE moved, read back by
+    ``SELECT LAST_INSERT_ID()`` on the connection, which reads no table. Without it or
+    ``update_returning``, the counter is read from its row, under the UPDATE's lock."""
     dml_in_cte: bool
     """Data-modifying statements inside ``WITH`` (PostgreSQL): a write and the rows that
     depend on it in one statement, one round trip. SQLite and MariaDB/MySQL have none."""
     insert: Callable[..., Any]
     """The dialect's INSERT construct, with its spelling of an upsert."""
-    upsert: Literal["on_conflict", "on_duplicate_key"]
+    upsert: Literal["on_conflict", "on_duplicate_key"] | None
     """How an INSERT meets a stored key: ``ON CONFLICT`` (PostgreSQL, SQLite), or ``ON
     DUPLICATE KEY UPDATE`` (MariaDB/MySQL; ``INSERT IGNORE`` would turn other errors
     into warnings, and a found row counts as changed, so a collision cannot be told
-    from an insert there)."""
+    from an insert there). None: a plain INSERT inside a savepoint, and a duplicate
+    key read as the row being there (``_statements.inserted_unless_stored``)."""
     gap_locks: bool
     """InnoDB's locking (MariaDB/MySQL): a locking read of a missing row takes a gap
     lock, so two such transactions deadlock on their INSERTs, and a duplicate key
@@ -60,10 +67,11 @@ class Capabilities:
     json_needs_cast: bool
     """JSON text agentledger serialised itself must be cast to ``json`` (PostgreSQL,
     whose drivers send the parameter as text); SQLite and MariaDB keep JSON as text."""
-    json_key_match: Literal["jsonb", "json_type", "json_type_without_bool"]
+    json_key_match: Literal["jsonb", "json_type", "json_type_without_bool"] | None
     """How a JSON object's key is compared with a value exactly in SQL: PostgreSQL's
     JSONB equality; SQLite's ``json_type`` and ``json_extract``; MariaDB/MySQL's
-    ``JSON_TYPE`` and unquoted text, which cannot tell a boolean (left to Python)."""
+    ``JSON_TYPE`` and unquoted text, which cannot tell a boolean (left to Python).
+    None: every comparison is made in Python, on the decoded value."""
     json_object_rows: Literal["json_each_text", "json_each", None]
     """The table-valued function giving a JSON object's entries as rows (PostgreSQL,
     SQLite); MariaDB/MySQL's ``JSON_TABLE`` walks arrays, not an object's keys."""
@@ -85,13 +93,14 @@ class Capabilities:
     by VACUUM, its migrations rebuild tables in batch mode, which needs a live
     database (no offline SQL) and one transaction with foreign keys off, and it has
     no server replicas a ledger could read from (``readers=`` is refused)."""
-    text_index: Literal["tsvector", "fts5", "fulltext"]
+    text_index: Literal["tsvector", "fts5", "fulltext"] | None
     """The database's own text index over memory items' words, which keyword search
     reads through (``repositories/_keywords.py``): PostgreSQL's GIN index of
     ``to_tsvector('simple', words)``; SQLite's FTS5 table kept by triggers (where the
     SQLite build has FTS5: else every item under the prefix is read); MariaDB/MySQL's
     FULLTEXT index, which holds no word shorter than its minimum token, none of its
-    stopwords, and a transaction's writes only after its COMMIT."""
+    stopwords, and a transaction's writes only after its COMMIT. None: every item under
+    the prefix is read and its words counted in Python."""
     retry_attempts: int
     """How many attempts a ledger given no ``RetryPolicy`` makes of a call that fails
     transiently (``RetryPolicy.attempts``). One server aborts a transaction to keep
@@ -102,6 +111,7 @@ class Capabilities:
 
 _POSTGRESQL = Capabilities(
     update_returning=True,
+    last_insert_id=False,
     dml_in_cte=True,
     insert=postgresql_insert,
     upsert="on_conflict",
@@ -123,6 +133,7 @@ _POSTGRESQL = Capabilities(
 )
 _SQLITE = Capabilities(
     update_returning=True,
+    last_insert_id=False,
     dml_in_cte=False,
     insert=sqlite_insert,
     upsert="on_conflict",
@@ -144,6 +155,7 @@ _SQLITE = Capabilities(
 )
 _MYSQL = Capabilities(
     update_returning=False,
+    last_insert_id=True,
     dml_in_cte=False,
     insert=mysql_insert,
     upsert="on_duplicate_key",
@@ -178,16 +190,69 @@ leave a margin of about 0.7**20 times that. The waits are capped at the policy's
 take turns by a certified row (``migrations/locks.py``), and a read waits for the
 cluster's earlier commits (``wsrep_sync_wait``, the ledgers' ``read_your_writes``)."""
 
-CLUSTERS: dict[str, Capabilities] = {"galera": _GALERA}
-"""Rows for an engine the probe finds behind a dialect (``_probe.cluster_of``)."""
 
-CAPABILITIES: dict[str, Capabilities] = {
+def portable(found: Capabilities) -> Capabilities:
+    """``found`` with every fast path off: each operation as SQLAlchemy's ORM and Core
+    give it on any dialect (no RETURNING, no DML in CTEs, no upserts, no JSON functions
+    or text index in SQL, no LATERAL, no index hints, no driver SQL, no FOR KEY SHARE),
+    with the same guarantees. What the database *is* stays: its locking hazards
+    (``gap_locks``), how its JSON parameters are typed, how its migrations and long
+    reads take turns and snapshots, its retry budget; a statement must honour those
+    whatever path it takes."""
+    return replace(
+        found,
+        update_returning=False,
+        last_insert_id=False,
+        dml_in_cte=False,
+        insert=portable_insert,
+        upsert=None,
+        key_share_locks=False,
+        json_key_match=None,
+        json_object_rows=None,
+        lateral=False,
+        index_hints=False,
+        driver_sql=False,
+        text_index=None,
+    )
+
+
+PROFILES = ("native", "portable")
+"""The values of ``AGENTLEDGER_PROFILE``: each database's fast paths, or none of them."""
+
+
+def profile_of(environ: dict[str, str] | None = None) -> str:
+    """The profile ``AGENTLEDGER_PROFILE`` asks for (``native`` when unset).
+
+    Raises:
+        EnvironmentValueError: a value not in ``PROFILES``.
+    """
+    wanted = value_of(PROFILE, environ) or "native"
+    if wanted not in PROFILES:
+        raise EnvironmentValueError(
+            f"{PROFILE.name}={wanted!r}: takes native or portable; or unset it"
+        )
+    return wanted
+
+
+_NATIVE: dict[str, Capabilities] = {
     "postgresql": _POSTGRESQL,
     "sqlite": _SQLITE,
     "mysql": _MYSQL,
     # SQLAlchemy names MariaDB's dialect apart; agentledger treats it as MySQL.
     "mariadb": _MYSQL,
 }
+PROFILE_IN_USE = profile_of()
+"""The process's profile, read once: statements built once per dialect (the prebuilt
+ones of ``repositories``, ``_driver``'s) then agree with every later call."""
+_IN_USE: Callable[[Capabilities], Capabilities] = (
+    portable if PROFILE_IN_USE == "portable" else (lambda found: found)
+)
+
+CLUSTERS: dict[str, Capabilities] = {"galera": _IN_USE(_GALERA)}
+"""Rows for an engine the probe finds behind a dialect (``_probe.cluster_of``)."""
+
+CAPABILITIES: dict[str, Capabilities] = {name: _IN_USE(row) for name, row in _NATIVE.items()}
+"""Each known dialect's row, in the process's profile."""
 
 
 def capabilities(dialect: Dialect | str, *, cluster: str | None = None) -> Capabilities:

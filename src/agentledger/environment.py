@@ -3,10 +3,11 @@ name, meaning, default and who reads it. The command line's help lists this tabl
 each option names its variable; a test holds the help to the table, so neither drifts.
 
 A command-line option wins over its variable; an empty variable counts as unset; a
-malformed one is an error that names it (``EnvironmentValueError``). Only
-``AGENTLEDGER_DATABASE_URL`` is read by the library too (``Ledger()`` without a URL, the
-Alembic ``env.py``, ADK's ``agentledger://``): an application sets its schema and
-timeouts in code, where they cannot change under it.
+malformed one is an error that names it (``EnvironmentValueError``). Two are read by
+the library too: ``AGENTLEDGER_DATABASE_URL`` (``Ledger()`` without a URL, the Alembic
+``env.py``, ADK's ``agentledger://``) and ``AGENTLEDGER_PROFILE`` (which statements the
+process sends, read once at import); an application sets its schema and timeouts in
+code, where they cannot change under it.
 
 This module imports nothing of agentledger's, so every module can read it.
 """
@@ -77,7 +78,15 @@ UI_TOKEN = Variable(
     "--token",
     "agentledger ui",
 )
-VARIABLES = (DATABASE_URL, SCHEMA, LOCK_TIMEOUT, STATEMENT_TIMEOUT, UI_TOKEN)
+PROFILE = Variable(
+    "AGENTLEDGER_PROFILE",
+    "the statements agentledger sends: native (each database's own fast paths) or "
+    "portable (what SQLAlchemy's ORM and Core give on any dialect)",
+    "native",
+    None,
+    "the library, once when it is imported: every ledger and command of the process",
+)
+VARIABLES = (DATABASE_URL, SCHEMA, LOCK_TIMEOUT, STATEMENT_TIMEOUT, UI_TOKEN, PROFILE)
 """Every variable agentledger reads, in the order the help lists them."""
 
 

@@ -34,6 +34,7 @@ async def _stored(harness: Harness) -> None:
 
 
 @tier("dialect")
+@pytest.mark.native
 async def test_a_search_for_ordinary_words_reads_through_the_text_index(
     harness: Harness,
 ) -> None:

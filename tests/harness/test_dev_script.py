@@ -59,8 +59,12 @@ class _Pytests:
         monkeypatch.setattr(sys, "stdout", io.StringIO())
 
 
-def _ci(monkeypatch: pytest.MonkeyPatch, *, mysql: str | None) -> None:
+def _ci(monkeypatch: pytest.MonkeyPatch, *, mysql: str | None, portable: str | None = None) -> None:
     monkeypatch.setenv("AGENTLEDGER_TEST_EMBEDDED_PASS", "-m postgresql")
+    if portable is None:
+        monkeypatch.delenv("AGENTLEDGER_TEST_PORTABLE_PASS", raising=False)
+    else:
+        monkeypatch.setenv("AGENTLEDGER_TEST_PORTABLE_PASS", portable)
     monkeypatch.setenv("AGENTLEDGER_TEST_POSTGRES_URL", POSTGRES)
     if mysql is None:
         monkeypatch.delenv("AGENTLEDGER_TEST_MYSQL_URL", raising=False)
@@ -72,6 +76,7 @@ def test_on_a_laptop_the_slow_tests_run_in_a_pytest_beside_the_rest(
     dev: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("AGENTLEDGER_TEST_EMBEDDED_PASS", raising=False)
+    monkeypatch.delenv("AGENTLEDGER_TEST_PORTABLE_PASS", raising=False)
     monkeypatch.delenv("AGENTLEDGER_TEST_POSTGRES_URL", raising=False)
     monkeypatch.delenv("AGENTLEDGER_TEST_MYSQL_URL", raising=False)
     pytests = _Pytests(dev, monkeypatch, [0, 0])
@@ -88,6 +93,7 @@ def test_fast_runs_one_pytest_of_the_fast_tiers(
     dev: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("AGENTLEDGER_TEST_EMBEDDED_PASS", raising=False)
+    monkeypatch.delenv("AGENTLEDGER_TEST_PORTABLE_PASS", raising=False)
     pytests = _Pytests(dev, monkeypatch, [0])
     assert dev.test(["--fast", "tests/contract"]) == 0
     assert [argv for argv, _ in pytests.front] == [
@@ -100,6 +106,7 @@ def test_a_marker_expression_given_is_joined_to_each_lanes(
     dev: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("AGENTLEDGER_TEST_EMBEDDED_PASS", raising=False)
+    monkeypatch.delenv("AGENTLEDGER_TEST_PORTABLE_PASS", raising=False)
     pytests = _Pytests(dev, monkeypatch, [0, 0])
     assert dev.test(["-m", "sqlite"]) == 0
     assert [argv for argv, _ in pytests.front] == [
@@ -128,6 +135,32 @@ def test_under_ci_the_slow_the_mariadb_only_and_the_private_postgresql_pytests_r
     assert private_env["AGENTLEDGER_TEST_POSTGRES_URL"] == "embedded"
     assert mariadb == ["-m", "pytest", "-q", "-m", "mysql and not postgresql"]
     assert mariadb_env["AGENTLEDGER_TEST_MYSQL_URL"] == MYSQL
+
+
+def test_the_portable_pass_runs_its_tests_beside_with_the_portable_profile(
+    dev: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _ci(monkeypatch, mysql=MYSQL, portable="tests/contract tests/drivers/x.py -m 'not slow'")
+    pytests = _Pytests(dev, monkeypatch, [0, 0, 0, 0, 0])
+    assert dev.test(["-q"]) == 0
+    portable, portable_env = pytests.beside[-1]
+    assert portable == [
+        "-m", "pytest", "tests/contract", "tests/drivers/x.py", "-q", "-m", "not slow",
+    ]  # fmt: skip
+    assert portable_env["AGENTLEDGER_PROFILE"] == "portable"
+    assert portable_env["AGENTLEDGER_TEST_POSTGRES_URL"] == POSTGRES + "_portable"
+    assert portable_env["AGENTLEDGER_TEST_MYSQL_URL"] == MYSQL.replace("_test?", "_test_portable?")
+
+
+def test_without_the_portable_pass_no_run_has_the_portable_profile(
+    dev: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _ci(monkeypatch, mysql=MYSQL)
+    pytests = _Pytests(dev, monkeypatch, [0, 0, 0, 0])
+    assert dev.test([]) == 0
+    every_env = [env for _, env in pytests.front + pytests.beside]
+    assert len(every_env) == 4
+    assert all("AGENTLEDGER_PROFILE" not in env for env in every_env)
 
 
 def test_every_test_is_selected_by_exactly_one_lane_of_a_ci_run(

@@ -9,11 +9,12 @@ import hashlib
 import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from sqlalchemy import (
     ColumnElement,
     Connection,
+    Executable,
     Insert,
     Select,
     Table,
@@ -26,6 +27,7 @@ from sqlalchemy import (
     select,
     text,
     true,
+    update,
 )
 from sqlalchemy import cast as sql_cast
 from sqlalchemy import exc as sa_exc
@@ -33,7 +35,8 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Session
 
-from .._dialects import capabilities
+from .._dialects import Capabilities, capabilities
+from .._translate import is_unique_violation
 from ..engine import read_only_transaction
 from ..errors import DatabaseLockedError
 
@@ -101,18 +104,37 @@ def _release(connection: Connection, name: str, *, after_failure: bool = False) 
 
 _LAST_INSERT_ID = select(func.last_insert_id())
 
+CounterForm = Literal["returning", "last_insert_id", "read_back"]
+"""How an UPDATE that moves a counter hands it back (``counter_form``)."""
 
-def counter_after_update(connection: Connection, result: Any, *, returning: bool) -> int | None:
+
+def counter_form(found: Capabilities) -> CounterForm:
+    """How a counter an UPDATE moved is read: from its RETURNING (PostgreSQL, SQLite),
+    through ``LAST_INSERT_ID(expr)`` (MariaDB/MySQL), else read back from its row."""
+    if found.update_returning:
+        return "returning"
+    return "last_insert_id" if found.last_insert_id else "read_back"
+
+
+def counter_after_update(
+    connection: Connection,
+    result: Any,
+    form: CounterForm,
+    read_back: Select[Any],
+    params: dict[str, Any],
+) -> int | None:
     """The counter an UPDATE of one row moved, or None when it matched no row: read
-    from its RETURNING, or (``Capabilities.update_returning`` False: MariaDB/MySQL) put
-    through ``LAST_INSERT_ID(expr)`` by the UPDATE and read back on the same
-    connection, still inside the transaction."""
-    if returning:
+    from its RETURNING, or from ``LAST_INSERT_ID()`` on the same connection, or by
+    ``read_back`` (a SELECT of the counter, run with ``params``) under the lock the
+    UPDATE took; each still inside the transaction."""
+    if form == "returning":
         row = result.first()
         return None if row is None else int(row[0])
     if result.rowcount == 0:
         return None
-    return int(connection.execute(_LAST_INSERT_ID).scalar_one())
+    if form == "last_insert_id":
+        return int(connection.execute(_LAST_INSERT_ID).scalar_one())
+    return int(connection.execute(read_back, params).scalar_one())
 
 
 def returns_from_update(session: Session) -> bool:
@@ -161,8 +183,34 @@ def insert_if_absent(
     statement = found.insert(table).values(values)
     if found.upsert == "on_conflict":
         session.execute(statement.on_conflict_do_nothing(index_elements=keys))
-    else:
+    elif found.upsert == "on_duplicate_key":
         session.execute(statement.on_duplicate_key_update({keys[0]: table.c[keys[0]]}))
+    else:
+        inserted_unless_stored(session.connection(), statement)
+
+
+def inserted_unless_stored(executor: Executor, statement: Executable, params: Any = None) -> bool:
+    """Run the INSERT ``statement`` inside a savepoint: True when it inserted, False
+    when a stored row held its key (the savepoint is undone and the transaction goes
+    on, where a failed statement would end PostgreSQL's). The portable spelling of an
+    insert that meets a stored key (``Capabilities.upsert`` None): a concurrent
+    inserter's uncommitted row makes this one wait for its commit, then fail, as an
+    upsert would wait. Any other failure is raised. ``executor``: a Connection (driver
+    SQL, which has no savepoints, is off where there is no upsert)."""
+    connection = cast(Connection, executor)
+    savepoint = connection.begin_nested()
+    try:
+        connection.execute(statement, params)
+    except sa_exc.IntegrityError as error:
+        savepoint.rollback()
+        if is_unique_violation(error):
+            return False
+        raise
+    except BaseException:
+        savepoint.rollback()
+        raise
+    savepoint.commit()
+    return True
 
 
 def json_from_text(session: Session, json_text: str) -> ColumnElement[Any]:
@@ -323,6 +371,9 @@ def insert_missing(
     ``_driver.DriverConnection`` (prebuilt statements run on both)."""
     if not rows:
         return
+    if capabilities(connection.dialect).upsert is None:
+        _portable_rows(connection, table, rows, keys, None)
+        return
     statement = _rows_statement(connection.dialect.name, table, tuple(rows[0]), keys, None)
     connection.execute(statement, _each_row_params(rows))
 
@@ -339,10 +390,38 @@ def upsert_rows(
     DUPLICATE KEY UPDATE`` on MariaDB/MySQL (see ``upsert_grant``)."""
     if not rows:
         return
+    if capabilities(connection.dialect).upsert is None:
+        _portable_rows(connection, table, rows, keys, tuple(refreshed))
+        return
     statement = _rows_statement(
         connection.dialect.name, table, tuple(rows[0]), keys, tuple(refreshed)
     )
     connection.execute(statement, _each_row_params(rows))
+
+
+def _portable_rows(
+    connection: Executor,
+    table: Table,
+    rows: Sequence[dict[str, Any]],
+    keys: tuple[str, ...],
+    refreshed: tuple[str, ...] | None,
+) -> None:
+    """``insert_missing`` (``refreshed`` None) and ``upsert_rows`` without an upsert
+    (the portable profile): each row inserted in a savepoint; a row whose key is stored
+    is left alone, or has its ``refreshed`` columns updated (an UPDATE first, the
+    INSERT only where it matched nothing, then the UPDATE again where a concurrent
+    inserter won the INSERT)."""
+    insert_row = table.insert()
+    for row in rows:
+        if refreshed is None:
+            inserted_unless_stored(connection, insert_row, row)
+            continue
+        matching = and_(*(table.c[key] == row[key] for key in keys))
+        refresh = update(table).where(matching).values({name: row[name] for name in refreshed})
+        if connection.execute(refresh).rowcount:
+            continue
+        if not inserted_unless_stored(connection, insert_row, row):
+            connection.execute(refresh)
 
 
 def json_key_equals(

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar, cast, get_args
 
 from sqlalchemy import (
     ColumnElement,
@@ -68,7 +68,7 @@ from ..records import (
 )
 from ._base import Repository, operation
 from ._session_row import lock_sessions, selected, session_exists
-from ._statements import counter_after_update, insert_json_text
+from ._statements import CounterForm, counter_after_update, counter_form, insert_json_text
 from .checkpoint_payloads import checked_ref, checkpoint_of, payload_text
 
 _CHECKPOINTS = cast(Table, AgentCheckpoint.__table__)
@@ -117,24 +117,28 @@ MAX_PURGE_BATCH = 10_000
 _DELETE_CHUNK = 1000
 
 
-def _checkpoint_seq_statement(returning: bool) -> Update:
+def _checkpoint_seq_statement(form: CounterForm) -> Update:
     """The UPDATE of ``allocate_checkpoint_seq`` without a condition, with its new
-    counter returned or put through ``LAST_INSERT_ID(expr)``."""
+    counter returned, put through ``LAST_INSERT_ID(expr)`` or left to be read back."""
     table = cast(Table, AgentSession.__table__)
     seq = table.c.checkpoint_seq + 1
     statement = (
         update(table)
         .where(table.c.id == bindparam("b_id"))
         .values(
-            checkpoint_seq=seq if returning else func.last_insert_id(seq),
+            checkpoint_seq=func.last_insert_id(seq) if form == "last_insert_id" else seq,
             latest_checkpoint_ref=bindparam("b_ref"),
             updated_at=bindparam("b_now", type_=table.c.updated_at.type),
         )
     )
-    return statement.returning(table.c.checkpoint_seq) if returning else statement
+    return statement.returning(table.c.checkpoint_seq) if form == "returning" else statement
 
 
-_CHECKPOINT_SEQ = {returning: _checkpoint_seq_statement(returning) for returning in (True, False)}
+_CHECKPOINT_SEQ = {form: _checkpoint_seq_statement(form) for form in get_args(CounterForm)}
+_SESSION_TABLE = cast(Table, AgentSession.__table__)
+_CHECKPOINT_COUNT = select(_SESSION_TABLE.c.checkpoint_seq).where(
+    _SESSION_TABLE.c.id == bindparam("b_id")
+)
 
 
 def allocate_checkpoint_seq(
@@ -156,15 +160,16 @@ def allocate_checkpoint_seq(
 
     PostgreSQL and SQLite read the new counter back with ``UPDATE ... RETURNING``;
     MariaDB/MySQL, which have no UPDATE RETURNING, through ``LAST_INSERT_ID(expr)``
-    (see ``allocate_step_seqs``).
+    (see ``allocate_step_seqs``); on the portable profile, read from the locked row.
     """
     connection = session.connection()
-    returning = capabilities(connection.dialect).update_returning
-    statement = _CHECKPOINT_SEQ[returning]
+    form = counter_form(capabilities(connection.dialect))
+    statement = _CHECKPOINT_SEQ[form]
     if condition is not None:
         statement = statement.where(condition)
-    result = connection.execute(statement, {"b_id": id, "b_ref": ref, "b_now": now})
-    return counter_after_update(connection, result, returning=returning)
+    params = {"b_id": id, "b_ref": ref, "b_now": now}
+    result = connection.execute(statement, params)
+    return counter_after_update(connection, result, form, _CHECKPOINT_COUNT, params)
 
 
 _CHECKPOINT_SESSION_INDEX = "uq_agentledger_checkpoints_session_id_seq"

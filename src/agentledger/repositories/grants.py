@@ -12,7 +12,6 @@ from sqlalchemy import Table, delete, or_, select
 from sqlalchemy.orm import Session
 
 from .._checks import checked_text
-from .._dialects import capabilities
 from .._limits import MAX_CAPABILITY_LENGTH
 from ..clock import utc
 from ..errors import NotFoundError, ValidationError
@@ -21,6 +20,7 @@ from ..models import AgentGrant
 from ..records import Grant
 from ._base import Repository, operation
 from ._session_row import session_exists
+from ._statements import upsert_rows
 
 _GRANTS = cast(Table, AgentGrant.__table__)
 _READ = select(
@@ -34,28 +34,16 @@ _READ = select(
 
 def upsert_grant(session: Session, values: dict[str, Any]) -> None:
     """Insert a grant, or refresh ``granted_by``, ``granted_at`` and ``expires_at`` of the
-    one already there, in one statement that concurrent granters cannot race.
-
-    PostgreSQL and SQLite spell it ``ON CONFLICT ... DO UPDATE``; MariaDB/MySQL
-    ``ON DUPLICATE KEY UPDATE``.
-    """
+    one already there, in one statement that concurrent granters cannot race
+    (``upsert_rows``: ``ON CONFLICT ... DO UPDATE`` on PostgreSQL and SQLite, ``ON
+    DUPLICATE KEY UPDATE`` on MariaDB/MySQL, an UPDATE then an INSERT elsewhere)."""
     table = cast(Table, AgentGrant.__table__)
-    refreshed = ("granted_by", "granted_at", "expires_at")
-    found = capabilities(session.connection().dialect)
-    if found.upsert == "on_conflict":
-        statement = found.insert(table).values(values)
-        session.execute(
-            statement.on_conflict_do_update(
-                index_elements=[table.c.session_id, table.c.capability_hash],
-                set_={name: statement.excluded[name] for name in refreshed},
-            )
-        )
-        return
-    statement_mysql = found.insert(table).values(values)
-    session.execute(
-        statement_mysql.on_duplicate_key_update(
-            {name: statement_mysql.inserted[name] for name in refreshed}
-        )
+    upsert_rows(
+        session.connection(),
+        table,
+        [values],
+        ("session_id", "capability_hash"),
+        ("granted_by", "granted_at", "expires_at"),
     )
 
 

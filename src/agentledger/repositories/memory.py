@@ -40,6 +40,7 @@ from sqlalchemy import (
     case,
     delete,
     func,
+    insert,
     literal_column,
     or_,
     select,
@@ -74,7 +75,7 @@ from ._keywords import (
     search_words,
     words_of,
 )
-from ._statements import json_key_equals
+from ._statements import inserted_unless_stored, json_key_equals
 
 ITEMS = cast(Table, AgentMemoryItem.__table__)
 TABLE = ITEMS.name
@@ -645,14 +646,40 @@ class MemoryRepository(Repository):
         found = capabilities(connection.dialect)
         row = {"namespace": key.stored, "key": key.key, "created_at": now, "revision": 1}
         parameters = {**row, **fields, "b_now": now}
-        if found.update_returning:
+        if found.upsert is None:
+            self._replace_or_insert(key, row, fields, now)
+        elif found.update_returning:
             stored = connection.execute(_upsert(found, returning=True), parameters).first()
+            return stored.created_at, stored.revision
         else:
             connection.execute(_upsert(found, returning=False), parameters)
-            stored = connection.execute(
-                select(ITEMS.c.created_at, ITEMS.c.revision).where(_where(key))
-            ).first()
+        stored = connection.execute(
+            select(ITEMS.c.created_at, ITEMS.c.revision).where(_where(key))
+        ).first()
         return stored.created_at, stored.revision
+
+    def _replace_or_insert(
+        self, key: _Key, row: dict[str, Any], fields: dict[str, Any], now: datetime
+    ) -> None:
+        """``_upsert`` without an upsert statement (the portable profile): replace the
+        stored item, else insert it in a savepoint, else (a concurrent writer inserted
+        it first) replace that one. The replacement is the upsert's: an expired item
+        replaced is created anew, and the revision counts on."""
+        connection = self._connection()
+        replaced = (
+            update(ITEMS)
+            .where(_where(key))
+            # created_at first: MariaDB/MySQL's assignments see the ones before them.
+            .ordered_values(
+                ("created_at", case((~_live(now), now), else_=ITEMS.c.created_at)),
+                *fields.items(),
+                ("revision", ITEMS.c.revision + 1),
+            )
+        )
+        if connection.execute(replaced).rowcount:
+            return
+        if not inserted_unless_stored(connection, insert(ITEMS).values({**row, **fields})):
+            connection.execute(replaced)
 
     def _create(self, key: _Key, fields: dict[str, Any], now: datetime) -> None:
         """Insert the item; ConflictError ``exists`` when one is stored (an expired
@@ -672,7 +699,12 @@ class MemoryRepository(Repository):
                 expected=0,
             )
 
-        if capabilities(connection.dialect).upsert == "on_conflict":
+        upsert = capabilities(connection.dialect).upsert
+        if upsert is None:
+            if not inserted_unless_stored(connection, statement):
+                raise taken()
+            return
+        if upsert == "on_conflict":
             # A failed INSERT would end PostgreSQL's transaction: do nothing instead.
             # SQLAlchemy reports an INSERT's rowcount only when asked to keep it.
             result = connection.execute(
@@ -876,6 +908,8 @@ class MemoryRepository(Repository):
         index finds for ``wanted``; None when it cannot find them all (``_keywords``)."""
         connection = self._connection()
         kind = capabilities(connection.dialect).text_index
+        if kind is None:
+            return None
         index = self._text_index(kind)
         if not all(index.finds(word) for word in wanted):
             return None

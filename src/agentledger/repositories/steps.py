@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
-from typing import Any, Literal, cast
+from typing import Any, Literal, cast, get_args
 
 from sqlalchemy import Integer, Row, Table, Update, bindparam, func, insert, literal, select, update
 from sqlalchemy.orm import Session
@@ -34,7 +34,7 @@ from ..records import NewStep, Step, TokenUsage, UsageGroup, from_stored
 from ._base import Repository, operation
 from ._seqlog import SeqLog
 from ._session_row import session_exists
-from ._statements import counter_after_update
+from ._statements import CounterForm, counter_after_update, counter_form
 
 UsageKey = Literal["day", "model", "user"]
 """What ``steps.usage_by`` groups by."""
@@ -83,14 +83,15 @@ _BY_KEYS = _READ.where(
 TOKEN_COLUMNS = ("input_tokens", "output_tokens", "total_tokens")
 
 
-def _step_seqs_statement(returning: bool) -> Update:
-    """The UPDATE of ``allocate_step_seqs``, with its new counter returned or put
-    through ``LAST_INSERT_ID(expr)``. Every total is bounded, whether or not the call
-    adds to it (a total at most ``TOKEN_LIMIT`` minus nothing holds for every row)."""
+def _step_seqs_statement(form: CounterForm) -> Update:
+    """The UPDATE of ``allocate_step_seqs``, with its new counter returned, put through
+    ``LAST_INSERT_ID(expr)``, or left to be read back (``counter_form``). Every total
+    is bounded, whether or not the call adds to it (a total at most ``TOKEN_LIMIT``
+    minus nothing holds for every row)."""
     table = cast(Table, AgentSession.__table__)
     count = table.c.step_count + bindparam("b_count", type_=Integer())
     values: dict[str, Any] = {
-        "step_count": count if returning else func.last_insert_id(count),
+        "step_count": func.last_insert_id(count) if form == "last_insert_id" else count,
         **{name: table.c[name] + bindparam(f"b_{name}") for name in TOKEN_COLUMNS},
         "updated_at": bindparam("b_now", type_=table.c.updated_at.type),
     }
@@ -102,11 +103,13 @@ def _step_seqs_statement(returning: bool) -> Update:
         )
         .values(values)
     )
-    return statement.returning(table.c.step_count) if returning else statement
+    return statement.returning(table.c.step_count) if form == "returning" else statement
 
 
 # Built once: building and cache-keying a statement per call cost more than running it.
-_STEP_SEQS = {returning: _step_seqs_statement(returning) for returning in (True, False)}
+_STEP_SEQS = {form: _step_seqs_statement(form) for form in get_args(CounterForm)}
+_SESSION_TABLE = cast(Table, AgentSession.__table__)
+_STEP_COUNT = select(_SESSION_TABLE.c.step_count).where(_SESSION_TABLE.c.id == bindparam("b_id"))
 
 
 def allocate_step_seqs(
@@ -122,16 +125,17 @@ def allocate_step_seqs(
     PostgreSQL and SQLite read the new counter back with ``UPDATE ... RETURNING``.
     MariaDB/MySQL have no UPDATE RETURNING: the counter goes through
     ``LAST_INSERT_ID(expr)``, which the next ``SELECT LAST_INSERT_ID()`` on the same
-    connection returns, still inside the transaction.
+    connection returns, still inside the transaction. Elsewhere (the portable profile)
+    it is read from the row the UPDATE locked.
     """
     connection = session.connection()
     params: dict[str, Any] = {"b_id": id, "b_count": count, "b_now": now}
     for name, added in zip(TOKEN_COLUMNS, usage, strict=True):
         params[f"b_{name}"] = added
         params[f"b_{name}_limit"] = TOKEN_LIMIT - added
-    returning = capabilities(connection.dialect).update_returning
-    result = connection.execute(_STEP_SEQS[returning], params)
-    return counter_after_update(connection, result, returning=returning)
+    form = counter_form(capabilities(connection.dialect))
+    result = connection.execute(_STEP_SEQS[form], params)
+    return counter_after_update(connection, result, form, _STEP_COUNT, params)
 
 
 def _as_new_steps(
