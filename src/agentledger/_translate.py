@@ -2,17 +2,21 @@
 
 The same condition surfaces as different exception classes per driver (a PostgreSQL
 serialization failure is an OperationalError under psycopg and a bare DBAPIError
-under asyncpg), so errors are classified by SQLSTATE, MySQL errno, SQLite error name
-and ``connection_invalidated``, never by class alone and never by message text.
+under asyncpg), so errors are classified by SQLSTATE (PostgreSQL, CockroachDB, and
+ODBC's for pyodbc), MySQL errno, SQLite error name, Oracle error code, SQL Server error
+number and ``connection_invalidated``, never by class alone and never by message text.
+Each dialect has its own tables below; ``_Condition`` gathers one condition's codes
+from all of them.
 """
 
 from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager, suppress
-from typing import Literal
+from dataclasses import dataclass
+from typing import Literal, NamedTuple
 
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, make_url
@@ -31,7 +35,10 @@ from .errors import (
     ResourceExhaustedError,
 )
 
-_PG_SERIALIZATION = {"40001", "40P01"}
+_PG_SERIALIZATION = {"40001", "40P01"}  # CockroachDB's "restart transaction" is 40001 too
+_PG_COMMIT_UNKNOWN = {"40003"}
+"""statement_completion_unknown: CockroachDB's ambiguous result (the node that held the
+transaction was lost while it committed), so the transaction may or may not be stored."""
 _PG_LOCKED = {"55P03"}
 _PG_PERMISSION = {"42501", "28000", "28P01"}
 _PG_READ_ONLY = {"25006"}  # read_only_sql_transaction: a standby, a read-only transaction
@@ -71,6 +78,61 @@ _MYSQL_TRANSACTION_GONE = {1305}
 back (InnoDB after a deadlock, Galera after aborting it), and the savepoint with it."""
 _UNIQUE = {"23505"}
 _FOREIGN_KEY = {"23503"}
+_MYSQL_UNIQUE = {1062}
+_SQLITE_UNIQUE = {"SQLITE_CONSTRAINT_PRIMARYKEY", "SQLITE_CONSTRAINT_UNIQUE"}
+
+# Oracle (python-oracledb, cx_Oracle): ``ORA-nnnnn`` from the error object's ``code``, and
+# python-oracledb's own ``DPY-nnnn`` from its ``full_code`` (see ``oracle_codes``).
+_ORA_UNIQUE = {"ORA-00001"}
+# can't serialize access; a deadlock (Oracle rolls back only the statement that found it,
+# the unit of work rolls back the rest, so running it again is the remedy, as on PostgreSQL)
+_ORA_SERIALIZATION = {"ORA-08177", "ORA-00060"}
+# resource busy with NOWAIT, or after ddl_lock_timeout (one code for both, so it is not
+# taken for a refusal without a wait: not retryable); FOR UPDATE WAIT n ran out; a wait
+# for a library cache lock ran out
+_ORA_LOCKED = {"ORA-00054", "ORA-30006", "ORA-04021"}
+_ORA_PERMISSION = {"ORA-01031", "ORA-01017", "ORA-01045"}  # privilege; login; CREATE SESSION
+_ORA_READ_ONLY = {"ORA-16000"}  # a standby or a database opened READ ONLY
+_ORA_CANCELLED = {"ORA-01013", "DPY-4024"}  # a cancel (break); python-oracledb's call_timeout
+# unable to extend a table, index, partition, LOB or temporary segment; a tablespace quota
+_ORA_DISK_FULL = {"ORA-01536", "ORA-01652", "ORA-01653", "ORA-01654", "ORA-01688", "ORA-01691"}
+_ORA_OUT_OF_MEMORY = {"ORA-04030", "ORA-04031"}  # process memory; shared pool
+# lost contact (python-oracledb names most of these DPY-4011, keeping the ORA code); no
+# listener, service not registered (DPY-6001 in thin mode), connect timeout, connect
+# refused (DPY-6005); too many sessions or processes; starting up or shutting down
+_ORA_UNAVAILABLE = {
+    "ORA-03113", "ORA-03114", "ORA-03135", "ORA-12541", "ORA-12514", "ORA-12170",
+    "DPY-4011", "DPY-6001", "DPY-6005", "ORA-00018", "ORA-00020",
+    "ORA-01033", "ORA-01034", "ORA-01089", "ORA-01090", "ORA-01092",
+}  # fmt: skip
+
+# SQL Server under pymssql: the server's error number, or DB-Library's (20000 and up).
+_MSSQL_UNIQUE = {2601, 2627}  # a unique index; a PRIMARY KEY or UNIQUE constraint
+_MSSQL_SERIALIZATION = {1205, 3960}  # the deadlock victim; a snapshot isolation update conflict
+_MSSQL_LOCKED = {1222}  # LOCK_TIMEOUT ran out
+# object, column and CREATE permission; no access to the database; login failed
+_MSSQL_PERMISSION = {229, 230, 262, 916, 18456}
+_MSSQL_READ_ONLY = {3906}  # the database is read-only (or a readable secondary)
+_MSSQL_DISK_FULL = {1105, 9002}  # a filegroup full; the transaction log full
+_MSSQL_OUT_OF_MEMORY = {701}
+# TCP aborted or reset; no process at the other end of the pipe; DB-Library's timed out,
+# write failed, unable to connect, unexpected EOF and dead DBPROCESS (SQLAlchemy's pymssql
+# dialect takes 20003/20006/20017/20047 for a disconnect too); Azure SQL's transient
+# errors (service error, service busy, database not currently available)
+_MSSQL_UNAVAILABLE = {233, 10053, 10054, 20003, 20006, 20009, 20017, 20047, 40197, 40501, 40613}
+
+# SQL Server under pyodbc: only the ODBC SQLSTATE, since the server's number is only in
+# the message text. That text is never read, so what a SQLSTATE does not settle stays
+# a DatabaseError: 23000 is every integrity violation (a duplicate key, a foreign key, a
+# NOT NULL, a CHECK), so no duplicate key is recognised under pyodbc; 42000 is every
+# syntax or access violation, a denied permission among them; the other conditions of
+# the pymssql tables (a lock timeout, a full disk, a read-only database, low memory) are
+# told apart by the number alone.
+_ODBC_SERIALIZATION = {"40001"}  # serialization failure: SQL Server's deadlock victim (1205)
+_ODBC_COMMIT_UNKNOWN = {"40003"}  # statement completion unknown: the connection failed in it
+_ODBC_PERMISSION = {"28000"}  # invalid authorization specification: a login refused (18456)
+_ODBC_CANCELLED = {"HYT00", "HY008"}  # the query timeout ran out; cancelled
+_ODBC_UNAVAILABLE = {"08001", "08S01", "HYT01"}  # cannot connect; link failure; login timeout
 
 
 _QUERY_SECRETS = ("password", "passwd")
@@ -143,14 +205,19 @@ def is_read_only_refusal(error: BaseException) -> bool:
         return code in _PG_READ_ONLY or (
             code == _PG_FEATURE_NOT_SUPPORTED and pg_routine(error) in _PG_SETTING_CHECKS
         )
-    return mysql_errno(error) in _MYSQL_READ_ONLY or (
-        _sqlite_primary(sqlite_name(error)) in _SQLITE_READ_ONLY
-    )
+    return _Codes.of(error) in _READ_ONLY
+
+
+def _driver(error: object) -> str:
+    """The top-level package of the class of ``error`` (``pymssql``, ``pyodbc``)."""
+    return type(error).__module__.partition(".")[0]
 
 
 def mysql_errno(error: BaseException) -> int | None:
     """The MySQL/MariaDB error number of a driver error, if it has one."""
     orig = getattr(error, "orig", error)
+    if _driver(orig) == "pymssql":  # the same shape, with SQL Server's numbers
+        return None
     args = getattr(orig, "args", ())
     if args and isinstance(args[0], int) and not isinstance(args[0], bool):
         return args[0]
@@ -172,12 +239,174 @@ def _sqlite_primary(name: str | None) -> str | None:
     return "SQLITE_" + name.removeprefix("SQLITE_").split("_", 1)[0]
 
 
+def oracle_codes(error: BaseException) -> frozenset[str]:
+    """The Oracle error codes of a driver error (``ORA-00001``, ``DPY-4011``), if any.
+
+    python-oracledb and cx_Oracle put an error object in ``args[0]``: its ``code`` is the
+    ORA number (0 for the driver's own errors), and python-oracledb's ``full_code`` is
+    ``ORA-00001`` or its own ``DPY-nnnn``, to which it renames some database errors while
+    keeping their ``code`` (ORA-03113 has ``code`` 3113 and ``full_code`` DPY-4011), so
+    both are returned.
+    """
+    orig = getattr(error, "orig", error)
+    args = getattr(orig, "args", ())
+    info = args[0] if args else None
+    code = getattr(info, "code", None)
+    if not hasattr(info, "isrecoverable") or not isinstance(code, int):
+        return frozenset()
+    full = getattr(info, "full_code", None)
+    found: set[str] = {f"ORA-{code:05d}"} if code else set()
+    if isinstance(full, str) and full:
+        found.add(full)
+    return frozenset(found)
+
+
+def mssql_number(error: BaseException) -> int | None:
+    """The SQL Server (or DB-Library) error number of a pymssql error, if it has one.
+
+    pymssql re-raises ``_mssql``'s error with the number and the message as the
+    arguments when running a statement (``args == (number, message)``, MySQL's shape:
+    the driver's package tells them apart) and as one tuple when connecting
+    (``args == ((number, message),)``).
+    """
+    orig = getattr(error, "orig", error)
+    if _driver(orig) != "pymssql":
+        return None
+    args = getattr(orig, "args", ())
+    first = args[0] if args else None
+    if isinstance(first, tuple) and first:
+        first = first[0]
+    return first if isinstance(first, int) and not isinstance(first, bool) else None
+
+
+def odbc_sqlstate(error: BaseException) -> str | None:
+    """The ODBC SQLSTATE of a pyodbc error (``args == (sqlstate, message)``), if any."""
+    orig = getattr(error, "orig", error)
+    args = getattr(orig, "args", ())
+    if _driver(orig) != "pyodbc" or not args or not isinstance(args[0], str):
+        return None
+    return args[0]
+
+
+class _Codes(NamedTuple):
+    """The codes a driver error carries, one field per kind (``None`` or empty where it
+    carries none of that kind)."""
+
+    sqlstate: str | None  # PostgreSQL and CockroachDB drivers
+    mysql: int | None
+    sqlite: str | None  # the extended name: SQLITE_READONLY_DIRECTORY, say
+    oracle: frozenset[str]
+    mssql: int | None  # pymssql
+    odbc: str | None  # pyodbc
+
+    @classmethod
+    def of(cls, error: BaseException) -> _Codes:
+        return cls(
+            sqlstate(error),
+            mysql_errno(error),
+            sqlite_name(error),
+            oracle_codes(error),
+            mssql_number(error),
+            odbc_sqlstate(error),
+        )
+
+    @property
+    def none(self) -> bool:
+        """Whether the error carries no code at all."""
+        single = (self.sqlstate, self.mysql, self.sqlite, self.mssql, self.odbc)
+        return not self.oracle and all(code is None for code in single)
+
+
+@dataclass(frozen=True)
+class _Condition:
+    """One condition's codes, from each dialect's table: ``codes in condition`` when
+    any of an error's codes is among them. SQLite names match as given or by their
+    primary name (``SQLITE_BUSY`` takes in ``SQLITE_BUSY_TIMEOUT``)."""
+
+    pg: Collection[str] = ()
+    mysql: Collection[int] = ()
+    sqlite: Collection[str] = ()
+    oracle: Collection[str] = ()
+    mssql: Collection[int] = ()
+    odbc: Collection[str] = ()
+
+    def __contains__(self, codes: object) -> bool:
+        if not isinstance(codes, _Codes):
+            return False
+        return (
+            codes.sqlstate in self.pg
+            or codes.mysql in self.mysql
+            or codes.sqlite in self.sqlite
+            or _sqlite_primary(codes.sqlite) in self.sqlite
+            or any(code in self.oracle for code in codes.oracle)
+            or codes.mssql in self.mssql
+            or codes.odbc in self.odbc
+        )
+
+
+_DUPLICATE_KEY = _Condition(
+    pg=_UNIQUE, mysql=_MYSQL_UNIQUE, sqlite=_SQLITE_UNIQUE, oracle=_ORA_UNIQUE, mssql=_MSSQL_UNIQUE
+)
+_COMMIT_UNKNOWN = _Condition(pg=_PG_COMMIT_UNKNOWN, odbc=_ODBC_COMMIT_UNKNOWN)
+_SERIALIZATION = _Condition(
+    pg=_PG_SERIALIZATION,
+    mysql=_MYSQL_SERIALIZATION,
+    oracle=_ORA_SERIALIZATION,
+    mssql=_MSSQL_SERIALIZATION,
+    odbc=_ODBC_SERIALIZATION,
+)
+_LOCKED = _Condition(
+    pg=_PG_LOCKED,
+    mysql=_MYSQL_LOCKED,
+    sqlite=_SQLITE_LOCKED,
+    oracle=_ORA_LOCKED,
+    mssql=_MSSQL_LOCKED,
+)
+_READ_ONLY = _Condition(  # PostgreSQL's needs the routine too: is_read_only_refusal
+    mysql=_MYSQL_READ_ONLY, sqlite=_SQLITE_READ_ONLY, oracle=_ORA_READ_ONLY, mssql=_MSSQL_READ_ONLY
+)
+_PERMISSION = _Condition(
+    pg=_PG_PERMISSION,
+    mysql=_MYSQL_PERMISSION,
+    sqlite=_SQLITE_PERMISSION,
+    oracle=_ORA_PERMISSION,
+    mssql=_MSSQL_PERMISSION,
+    odbc=_ODBC_PERMISSION,
+)
+_CANCELLED = _Condition(
+    pg=_PG_CANCELLED,
+    mysql=_MYSQL_CANCELLED,
+    sqlite=_SQLITE_CANCELLED,
+    oracle=_ORA_CANCELLED,
+    odbc=_ODBC_CANCELLED,
+)
+_DISK_FULL = _Condition(
+    pg=_PG_DISK_FULL,
+    mysql=_MYSQL_DISK_FULL,
+    sqlite=_SQLITE_DISK_FULL,
+    oracle=_ORA_DISK_FULL,
+    mssql=_MSSQL_DISK_FULL,
+)
+_OUT_OF_MEMORY = _Condition(
+    pg=_PG_OUT_OF_MEMORY,
+    mysql=_MYSQL_OUT_OF_MEMORY,
+    sqlite=_SQLITE_OUT_OF_MEMORY,
+    oracle=_ORA_OUT_OF_MEMORY,
+    mssql=_MSSQL_OUT_OF_MEMORY,
+)
+_UNAVAILABLE = _Condition(  # with PostgreSQL's classes of codes: translate
+    pg=_PG_UNAVAILABLE,
+    mysql=_MYSQL_UNAVAILABLE,
+    sqlite=_SQLITE_UNAVAILABLE,
+    oracle=_ORA_UNAVAILABLE,
+    mssql=_MSSQL_UNAVAILABLE,
+    odbc=_ODBC_UNAVAILABLE,
+)
+
+
 def is_unique_violation(error: BaseException) -> bool:
     """Whether ``error`` is a duplicate key on a primary key or unique constraint."""
-    name = sqlite_name(error)
-    if name is not None:
-        return name in ("SQLITE_CONSTRAINT_PRIMARYKEY", "SQLITE_CONSTRAINT_UNIQUE")
-    return sqlstate(error) in _UNIQUE or mysql_errno(error) == 1062
+    return _Codes.of(error) in _DUPLICATE_KEY
 
 
 def _is_stale_statement_cache(error: BaseException) -> bool:
@@ -235,7 +464,8 @@ def what_lost_the_transaction(error: BaseException) -> BaseException | None:
         if found is None or id(found) in seen:
             continue
         seen.add(id(found))
-        coded = sqlstate(found) is not None or mysql_errno(found) is not None
+        codes = _Codes.of(found)
+        coded = codes.sqlite is None and not codes.none  # a server's code
         if coded and not _says_only_that_the_transaction_is_gone(found):
             return found
         chain += [found.__cause__, found.__context__]
@@ -257,9 +487,15 @@ def translate(error: BaseException, url: URL | None) -> AgentLedgerError:
     lost = what_lost_the_transaction(error)
     if lost is not None:
         return translate(lost, url)
+    codes = _Codes.of(error)
+    code, name, primary = codes.sqlstate, codes.sqlite, _sqlite_primary(codes.sqlite)
+    if codes in _COMMIT_UNKNOWN:
+        return CommitUnknownError(
+            f"the database cannot tell whether the transaction was stored; re-read to find "
+            f"out, or write with keys and retry{where}: {detail}"
+        )
     if isinstance(error, sa_exc.DBAPIError) and error.connection_invalidated:
         return DatabaseUnavailableError(f"the database connection was lost{where}: {detail}")
-    code, errno, name = sqlstate(error), mysql_errno(error), sqlite_name(error)
     if _is_stale_statement_cache(error):
         stale = DatabaseError(
             f"a cached prepared statement went stale after a schema change{where}: {detail}; "
@@ -267,13 +503,12 @@ def translate(error: BaseException, url: URL | None) -> AgentLedgerError:
         )
         stale.retryable = True
         return stale
-    if code in _PG_SERIALIZATION or errno in _MYSQL_SERIALIZATION:
+    if codes in _SERIALIZATION:
         return ConflictError(
             f"the database aborted the transaction to keep it serializable{where}: {detail}",
             reason="serialization",
         )
-    primary = _sqlite_primary(name)
-    if code in _PG_LOCKED or errno in _MYSQL_LOCKED or primary in _SQLITE_LOCKED:
+    if codes in _LOCKED:
         locked = DatabaseLockedError(f"the database is locked by another writer{where}: {detail}")
         locked.retryable = name in _SQLITE_BUSY_AT_ONCE or primary == "SQLITE_LOCKED"
         return locked
@@ -282,18 +517,18 @@ def translate(error: BaseException, url: URL | None) -> AgentLedgerError:
             f"the database accepts only reads (a standby or replica, a read-only server, "
             f"transaction or file){where}: {detail}"
         )
-    if code in _PG_PERMISSION or errno in _MYSQL_PERMISSION or primary in _SQLITE_PERMISSION:
+    if codes in _PERMISSION:
         return PermissionDeniedError(f"permission denied{where}: {detail}")
-    if code in _PG_CANCELLED or errno in _MYSQL_CANCELLED or primary in _SQLITE_CANCELLED:
+    if codes in _CANCELLED:
         return QueryCancelledError(
             f"the database cancelled the statement (its statement timeout ran out, or it "
             f"was cancelled){where}: {detail}"
         )
-    if code in _PG_DISK_FULL or errno in _MYSQL_DISK_FULL or primary in _SQLITE_DISK_FULL:
+    if codes in _DISK_FULL:
         return ResourceExhaustedError(
             f"the database is out of disk space{where}: {detail}", resource="disk"
         )
-    if code in _PG_OUT_OF_MEMORY or errno in _MYSQL_OUT_OF_MEMORY or name in _SQLITE_OUT_OF_MEMORY:
+    if codes in _OUT_OF_MEMORY:
         return ResourceExhaustedError(
             f"the database is out of memory{where}: {detail}", resource="memory"
         )
@@ -305,12 +540,10 @@ def translate(error: BaseException, url: URL | None) -> AgentLedgerError:
         cannot_open.retryable = False  # nothing changes by trying again
         return cannot_open
     if (
-        (code is not None and code.startswith(_PG_UNAVAILABLE_CLASSES))
-        or code in _PG_UNAVAILABLE
-        or errno in _MYSQL_UNAVAILABLE
-        or primary in _SQLITE_UNAVAILABLE
+        codes in _UNAVAILABLE
+        or (code is not None and code.startswith(_PG_UNAVAILABLE_CLASSES))
         or isinstance(error, OSError | sa_exc.DisconnectionError | sa_exc.TimeoutError)
-        or (isinstance(error, sa_exc.OperationalError) and (code, errno, name) == (None,) * 3)
+        or (isinstance(error, sa_exc.OperationalError) and codes.none)
     ):
         return DatabaseUnavailableError(f"cannot reach the database{where}: {detail}")
     return DatabaseError(f"database error{where}: {detail}")
