@@ -52,10 +52,12 @@ class Capabilities:
     key_share_locks: bool
     """``FOR KEY SHARE`` (PostgreSQL): a read that blocks a delete of the row but not
     other writers of its non-key columns."""
-    migration_lock: Literal["advisory", "named", "write_transaction"]
+    migration_lock: Literal["advisory", "named", "write_transaction", "none"]
     """What serialises concurrent upgraders: PostgreSQL's session-level advisory lock,
     MariaDB/MySQL's ``GET_LOCK`` (their DDL commits implicitly), or SQLite's one
-    ``BEGIN IMMEDIATE`` transaction around the whole run."""
+    ``BEGIN IMMEDIATE`` transaction around the whole run. ``none``: a database
+    agentledger was not tested on, where it knows no lock that outlives DDL; upgrades
+    there must run from one process (the warning of ``engine.check_supported`` says so)."""
     snapshot_read: Literal["isolation_option", "consistent_snapshot", "first_read"]
     """How a long read sees one snapshot: PostgreSQL's READ COMMITTED takes one per
     statement, so REPEATABLE READ READ ONLY by connection option; MariaDB/MySQL have no
@@ -191,6 +193,50 @@ take turns by a certified row (``migrations/locks.py``), and a read waits for th
 cluster's earlier commits (``wsrep_sync_wait``, the ledgers' ``read_your_writes``)."""
 
 
+_UNTESTED = Capabilities(
+    update_returning=False,
+    last_insert_id=False,
+    dml_in_cte=False,
+    insert=portable_insert,
+    upsert=None,
+    # Nothing is known of its locking: a missing row is inserted first, in a savepoint
+    # (``insert_if_absent``), which is right whether or not a locking read takes a gap.
+    gap_locks=False,
+    key_share_locks=False,
+    migration_lock="none",
+    snapshot_read="first_read",
+    # Fetching a read's answer at once is right everywhere; a cursor held open outside
+    # a transaction is not.
+    cursors_need_transaction=True,
+    # Its JSON type may be a type of its own (DuckDB's, CockroachDB's JSONB), which
+    # text agentledger serialised itself must be cast to; where JSON is text the cast
+    # is to text.
+    json_needs_cast=True,
+    json_key_match=None,
+    json_object_rows=None,
+    lateral=False,
+    temporary_tables_survive_rollback=False,
+    index_hints=False,
+    driver_sql=False,
+    single_file=False,
+    text_index=None,
+    retry_attempts=4,
+)
+"""A dialect agentledger was not tested on: the portable profile, with what a database
+*is* assumed at its most cautious. The capability probe checks what this row relies on
+before a ledger uses such a database (``_probe.probe_untested``)."""
+
+
+_ON_PAPER: dict[str, Capabilities] = {
+    "oracle": replace(_UNTESTED, json_needs_cast=False),
+    "mssql": replace(_UNTESTED, json_needs_cast=False),
+}
+"""The untested dialects whose statements are compiled in agentledger's tests
+(tests/dialects/test_compiled_dialects.py): their JSON columns are text
+(``models/types.py``: CLOB on Oracle, NVARCHAR(max) on SQL Server), which JSON text
+goes into as it is."""
+
+
 def portable(found: Capabilities) -> Capabilities:
     """``found`` with every fast path off: each operation as SQLAlchemy's ORM and Core
     give it on any dialect (no RETURNING, no DML in CTEs, no upserts, no JSON functions
@@ -256,13 +302,22 @@ CAPABILITIES: dict[str, Capabilities] = {name: _IN_USE(row) for name, row in _NA
 
 
 def capabilities(dialect: Dialect | str, *, cluster: str | None = None) -> Capabilities:
-    """The capabilities of ``dialect`` (a Dialect, or a dialect's name), or of the
-    ``cluster`` the probe found behind it (``CLUSTERS``)."""
+    """The capabilities of ``dialect`` (a Dialect, or a dialect's name; one agentledger
+    was not tested on gets the portable ``_UNTESTED`` row), or of the ``cluster`` the
+    probe found behind it (``CLUSTERS``)."""
     name = dialect if isinstance(dialect, str) else dialect.name
+    if cluster is None:
+        return CAPABILITIES.get(name) or _ON_PAPER.get(name, _UNTESTED)
     try:
-        return CLUSTERS[cluster] if cluster is not None else CAPABILITIES[name]
+        return CLUSTERS[cluster]
     except KeyError:
-        raise ValueError(f"agentledger does not know the database {cluster or name!r}") from None
+        raise ValueError(f"agentledger does not know the cluster {cluster!r}") from None
+
+
+def tested(dialect: Dialect | str) -> bool:
+    """Whether agentledger's own suite runs on ``dialect`` (SQLite, PostgreSQL,
+    MariaDB/MySQL); any other runs on the portable profile after its probe."""
+    return (dialect if isinstance(dialect, str) else dialect.name) in _NATIVE
 
 
 def dialect_names(wanted: Callable[[Capabilities], bool]) -> tuple[str, ...]:

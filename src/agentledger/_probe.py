@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -23,28 +24,37 @@ from sqlalchemy import (
     String,
     Table,
     insert,
+    literal,
     select,
     text,
     update,
 )
-from sqlalchemy.schema import CreateTable
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.schema import CreateTable, DropTable
 
-from ._dialects import capabilities
+from ._dialects import capabilities, tested
 from ._translate import translated
 from .engine.transactions import brief_transaction
 from .errors import DatabaseError, PermissionDeniedError
 from .models.types import JSONDocument, UTCDateTime, json_text
 
 logger = logging.getLogger("agentledger.probe")
-_PROBE = Table(
-    "agentledger_probe",
-    MetaData(),
-    Column("id", Integer, primary_key=True, autoincrement=False),
-    Column("at", UTCDateTime(), nullable=False),
-    Column("doc", JSONDocument(), nullable=False),
-    Column("flag", String(8), nullable=False),
-    prefixes=["TEMPORARY"],
-)
+
+
+def _probe_table(name: str, *, temporary: bool) -> Table:
+    """A table with agentledger's own column types, for the probe's checks."""
+    return Table(
+        name,
+        MetaData(),
+        Column("id", Integer, primary_key=True, autoincrement=False),
+        Column("at", UTCDateTime(), nullable=False),
+        Column("doc", JSONDocument(), nullable=False),
+        Column("flag", String(8), nullable=False),
+        prefixes=["TEMPORARY"] if temporary else [],
+    )
+
+
+_PROBE = _probe_table("agentledger_probe", temporary=True)
 
 PROBE_TIME = datetime(2000, 1, 2, 3, 4, 5, 123456, tzinfo=timezone(timedelta(hours=14)))
 PROBE_DOC: dict[str, Any] = {"big": 2**63 - 1, "negative_zero": -0.0, "text": "é ✓ 🚀", "n": [1]}
@@ -77,14 +87,18 @@ def probe(connection: Connection) -> None:
     """Raise DatabaseError naming the first capability the backend lacks.
 
     A database user without the right to create temporary tables skips the probe:
-    it can still use agentledger, and its rowcounts are then taken on trust.
+    it can still use agentledger, and its rowcounts are then taken on trust. A dialect
+    agentledger was not tested on is probed further (``probe_untested``).
     """
+    if not tested(connection.dialect):
+        probe_untested(connection)
+        return
     began = not connection.in_transaction()
     transaction = connection.begin() if began else connection.begin_nested()
     try:
         with translated(connection.engine.url):
             connection.execute(CreateTable(_PROBE))
-            _check(connection)
+            _check(connection, _PROBE)
         logger.debug(
             "the capability probe passed on %s (%s)",
             connection.engine.url.render_as_string(hide_password=True),
@@ -113,9 +127,70 @@ def _refuse(what: str, connection: Connection) -> DatabaseError:
     )
 
 
-def _check(connection: Connection) -> None:
-    connection.execute(insert(_PROBE).values(id=1, at=PROBE_TIME, doc=PROBE_DOC, flag="same"))
-    same = update(_PROBE).where(_PROBE.c.id == 1).values(flag="same")
+def probe_untested(connection: Connection) -> None:
+    """Check what the portable row (``_dialects._UNTESTED``) relies on, on a dialect
+    agentledger was not tested on, and raise DatabaseError naming the first thing
+    missing: savepoints (a unit of work inside the caller's transaction, a row inserted
+    unless another writer stored it first), locking reads (``SELECT ... FOR UPDATE``:
+    writers of one record take turns), then what ``probe`` checks of the column types.
+    Its table is an ordinary one, dropped after: such a database may spell temporary
+    tables otherwise, or have none."""
+    table = _probe_table(f"agentledger_probe_{uuid.uuid4().hex[:12]}", temporary=False)
+    url = connection.engine.url.render_as_string(hide_password=True)
+    with translated(connection.engine.url):
+        if connection.in_transaction():
+            connection.rollback()
+        with connection.begin():
+            _check_savepoints(connection)
+        try:
+            with connection.begin():
+                connection.execute(CreateTable(table))
+        except PermissionDeniedError:
+            logger.warning(
+                "probed only savepoints on %s: this user may not create a table, so "
+                "locking reads, update counts, timestamps and JSON are taken on trust",
+                url,
+            )
+            return
+        try:
+            with connection.begin():
+                _check(connection, table)
+                _check_locking_read(connection, table)
+        finally:
+            if connection.in_transaction():
+                connection.rollback()
+            with connection.begin():
+                connection.execute(DropTable(table))
+    logger.debug("the capability probe passed on the untested %s", url)
+
+
+def _check_savepoints(connection: Connection) -> None:
+    try:
+        with connection.begin_nested():
+            connection.execute(select(literal(1))).all()
+    except DBAPIError as error:
+        raise _refuse(
+            "it has no savepoints (SAVEPOINT), which agentledger needs for a unit of work "
+            "inside a transaction of yours and to insert a row another writer may store "
+            f"first ({type(error.orig).__name__})",
+            connection,
+        ) from error
+
+
+def _check_locking_read(connection: Connection, table: Table) -> None:
+    try:
+        connection.execute(select(table.c.id).with_for_update()).all()
+    except DBAPIError as error:
+        raise _refuse(
+            "it has no locking reads (SELECT ... FOR UPDATE), which agentledger needs so "
+            f"that writers of one record take turns ({type(error.orig).__name__})",
+            connection,
+        ) from error
+
+
+def _check(connection: Connection, table: Table) -> None:
+    connection.execute(insert(table).values(id=1, at=PROBE_TIME, doc=PROBE_DOC, flag="same"))
+    same = update(table).where(table.c.id == 1).values(flag="same")
     matched = connection.execute(same).rowcount
     if matched != 1:
         raise _refuse(
@@ -124,7 +199,7 @@ def _check(connection: Connection) -> None:
             "must pass client_flag=CLIENT.FOUND_ROWS)",
             connection,
         )
-    at, doc = connection.execute(select(_PROBE.c.at, json_text(_PROBE.c.doc))).one()
+    at, doc = connection.execute(select(table.c.at, json_text(table.c.doc))).one()
     if at != PROBE_TIME or at.utcoffset() != UTC.utcoffset(None):
         raise _refuse(
             f"the timestamp {PROBE_TIME.isoformat()} came back as {at!r}: UTC microseconds "

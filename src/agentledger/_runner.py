@@ -199,14 +199,16 @@ class LedgerRunner:
                 "report how many rows an UPDATE matched, so concurrent writers could not "
                 "be detected; use a driver that can"
             )
+        repair_aiomysql_bytes(connection.dialect)
+        # Before agentledger's tables are read: on a database that lacks a capability,
+        # that is the answer, not a schema at the wrong revision.
+        probe(connection)
         schema = self.settings.schema
         if self.memory is not None:
             migrations.upgrade(connection, schema=schema)
         else:
             migrations.check(connection, schema=schema)
         check_borrowed_sqlite(connection)
-        repair_aiomysql_bytes(connection.dialect)
-        probe(connection)
         found = capabilities(connection.dialect, cluster=cluster_of(connection))
         self._default_retry = RetryPolicy(attempts=found.retry_attempts)
         self._read_options = read_only_options(connection)

@@ -191,7 +191,7 @@ def test_the_schema_option_off_postgresql_is_a_usage_error(
     "argv",
     [
         ["db", "upgrade", "--url", "not a url"],
-        ["db", "upgrade", "--url", "oracle://scott@db/x"],
+        ["db", "upgrade", "--url", "nonsense://scott@db/x"],
         ["db", "upgrade", "--url", "postgresql://", "--schema", "bad-name"],
     ],
 )

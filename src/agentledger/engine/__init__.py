@@ -25,9 +25,11 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine
 from sqlalchemy.engine import URL
+from sqlalchemy.exc import InvalidRequestError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from .._translate import missing_driver_as
+from ..errors import ValidationError
 from .hosts import connect_to_the_first_that_answers, hosts_of
 from .loops import EnginePerLoop, Engines, OneEngine
 from .pool import (
@@ -142,7 +144,19 @@ def create_async_engine_for(url: str | URL | None = None, **options: Any) -> Asy
     SQLite file this process cannot write is opened read-only (``read_only_sqlite``)."""
     resolved = read_only_sqlite(resolve_url(url, asynchronous=True))
     with missing_driver_as(lambda cause: _missing_driver(resolved, cause)):
-        engine = create_async_engine(resolved, **{**_engine_options(resolved), **options})
+        try:
+            engine = create_async_engine(resolved, **{**_engine_options(resolved), **options})
+        except InvalidRequestError as error:
+            # Only a URL of an untested dialect gets here with a sync driver: the
+            # others' are swapped for their async twins (resolve_url).
+            if resolved.get_dialect().is_async:
+                raise
+            raise ValidationError(
+                f"{mask(resolved)}: its driver ({resolved.get_driver_name()}) is not an "
+                "asyncio driver, which AsyncLedger needs; use Ledger, or name an async "
+                "driver in the URL (dialect+driver://)",
+                path="url",
+            ) from error
     configure_sqlite_engine(engine.sync_engine)
     _configure_hosts(engine.sync_engine, resolved)
     _configure_reset(engine.sync_engine, options)

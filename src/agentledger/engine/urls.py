@@ -11,12 +11,14 @@ nothing else of ``engine``: every other module of it reads URLs through this one
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import weakref
 
 from sqlalchemy import Engine
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import NoSuchModuleError
 
 from .._translate import bad_url_as
 from .._translate import mask as mask
@@ -25,6 +27,7 @@ from ..environment import DEFAULT_URL as DEFAULT_URL
 from ..errors import DatabaseError, SchemaError, ValidationError
 
 URL_ENV = DATABASE_URL.name
+logger = logging.getLogger("agentledger.engine")
 
 _SYNC_DRIVERS = {
     "sqlite": "pysqlite",
@@ -76,11 +79,7 @@ def resolve_url(url: str | URL | None, *, asynchronous: bool) -> URL:
     if backend == "postgres":
         backend = "postgresql"
     if backend not in _SYNC_DRIVERS:
-        raise ValidationError(
-            f"unsupported database {backend!r} in {mask(parsed)}: agentledger runs on "
-            "sqlite, postgresql and mysql/mariadb",
-            path="url",
-        )
+        return _untested(parsed, backend)
     charset = parsed.query.get("charset")
     if backend in ("mysql", "mariadb") and charset is not None and charset != "utf8mb4":
         # Any other character set cannot hold every character agentledger stores (and
@@ -117,15 +116,43 @@ def typed_url(engine: Engine) -> str | URL:
     return _TYPED.get(engine, engine.url)
 
 
+def _untested(parsed: URL, backend: str) -> URL:
+    """A URL of a dialect agentledger was not tested on, as written: its driver is the
+    one the URL names, else SQLAlchemy's default for the dialect. A name SQLAlchemy has
+    no dialect for is refused here, before any driver is looked for."""
+    try:
+        parsed.get_dialect()
+    except NoSuchModuleError:
+        raise ValidationError(
+            f"unsupported database {backend!r} in {mask(parsed)}: SQLAlchemy has no dialect "
+            "of that name (agentledger runs on sqlite, postgresql and mysql/mariadb, and "
+            "untested on any other dialect SQLAlchemy can load)",
+            path="url",
+        ) from None
+    except ImportError:
+        pass  # the dialect is there and its driver is not: said when the engine is made
+    return parsed
+
+
+UNTESTED = (
+    "it was not tested there, and runs on the portable profile (no dialect-specific "
+    "statement) after its capability probe; not tested: concurrent upgraders (no "
+    "migration lock: run `agentledger db upgrade` from one process), the lock and "
+    "statement timeouts (not set: the database's own apply), which errors are retried "
+    "(only the error codes of docs/dialects.md are classified)"
+)
+"""What a ledger on an untested dialect is warned of (``check_supported``)."""
+_WARNED: set[str] = set()
+
+
 def check_supported(engine: Engine) -> None:
-    """Refuse an engine of a dialect agentledger does not run on, with DatabaseError
-    naming it and the supported ones (before any SQL: its statements would fail)."""
+    """Warn, once per dialect and process, that ``engine``'s dialect is not one
+    agentledger was tested on (``UNTESTED``); its probe then checks what it needs."""
     dialect = engine.dialect
-    if dialect.name not in _SYNC_DRIVERS:
-        raise DatabaseError(
-            f"the {dialect.name} dialect ({dialect.driver}) is not supported: agentledger "
-            "runs on sqlite, postgresql and mysql/mariadb"
-        )
+    if dialect.name in _SYNC_DRIVERS or dialect.name in _WARNED:
+        return
+    _WARNED.add(dialect.name)
+    logger.warning("agentledger on the %s dialect (%s): %s", dialect.name, dialect.driver, UNTESTED)
 
 
 def is_sqlite(url: str | URL) -> bool:

@@ -20,7 +20,7 @@ from ..models import VERSION_TABLE
 from .compare import comparison_options, quiet_about_text_indexes
 from .locks import check_offline_sql, migration_lock, migration_run
 from .scripts import SCHEMA_ATTRIBUTE
-from .target import connected
+from .target import alembic_can_migrate, connected
 from .version_table import locate
 
 
@@ -62,6 +62,7 @@ def _run_offline(context: EnvironmentContext, schema: str | None, options: dict[
     url = _url_of(context)
     check_offline_sql(url)
     validate_schema(schema, url.get_backend_name())
+    alembic_can_migrate(url.get_dialect().name)
     context.configure(
         url=url,
         literal_binds=True,

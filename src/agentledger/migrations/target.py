@@ -5,13 +5,16 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
+from alembic.ddl.impl import DefaultImpl
 from alembic.util import CommandError
 from sqlalchemy import Connection, Engine
 from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
 
+from .._dialects import tested
+from .._probe import probe_untested
 from .._translate import translated
 from ..engine import check_supported, create_sync_engine, resolve_url, sqlite_file, typed_url
 from ..errors import ValidationError
@@ -57,6 +60,30 @@ def reported(target: Target) -> Iterator[None]:
             raise ValidationError(str(exc), path="revision") from exc
 
 
+def _probe_untested(connection: Connection) -> None:
+    """On a dialect agentledger was not tested on, what it lacks is the answer before
+    any migration runs (``_probe.probe_untested``); the others are probed by a ledger."""
+    if not tested(connection.dialect):
+        check_supported(connection.engine)
+        probe_untested(connection)
+        alembic_can_migrate(connection.dialect.name)
+
+
+def alembic_can_migrate(dialect_name: str) -> None:
+    """Give Alembic its generic DDL for a dialect that registered none of its own (an
+    untested one, whose package ships no Alembic support): plain ALTER TABLE and
+    CREATE INDEX, which is all agentledger's migrations ask of a dialect outside the
+    three they branch for. Alembic finds a dialect's DDL by a subclass naming it."""
+    try:
+        DefaultImpl.get_by_dialect(_named(dialect_name))
+    except KeyError:
+        type(f"GenericImpl_{dialect_name}", (DefaultImpl,), {"__dialect__": dialect_name})
+
+
+def _named(dialect_name: str) -> Any:
+    return type("Dialect", (), {"name": dialect_name})
+
+
 @contextmanager
 def connected(target: Target) -> Iterator[Connection]:
     """A connection to ``target`` for the block, its errors ``reported``.
@@ -67,6 +94,7 @@ def connected(target: Target) -> Iterator[Connection]:
     """
     with reported(target):
         if isinstance(target, Connection):
+            _probe_untested(target)
             yield target
             return
         engine = (
@@ -74,6 +102,7 @@ def connected(target: Target) -> Iterator[Connection]:
         )
         try:
             with engine.connect() as connection:
+                _probe_untested(connection)
                 yield connection
                 if connection.in_transaction():
                     connection.commit()

@@ -4,27 +4,41 @@ This module is the one home of column-type dialect differences:
 
 - ``UTCDateTime``: SQLite and MySQL/MariaDB have no timezone-aware datetime and
   MySQL's DATETIME drops microseconds unless declared DATETIME(6); we store naive
-  UTC there, TIMESTAMPTZ on PostgreSQL, and hand back aware UTC everywhere.
-- ``Identifier``: MariaDB/MySQL compare strings case-insensitively by default;
-  ids, refs and capabilities must not, so they get the binary collation there.
+  UTC there, TIMESTAMPTZ on PostgreSQL, and hand back aware UTC everywhere. Oracle's
+  DATE and SQL Server's DATETIME keep no microseconds (DATETIME rounds to 1/300 s):
+  TIMESTAMP (6 fractional digits by default) and DATETIME2(6) there, naive UTC too.
+- ``Identifier``: MariaDB/MySQL and SQL Server compare strings case-insensitively by
+  default; ids, refs and capabilities must not, so they get a binary collation there
+  (NVARCHAR on SQL Server, whose VARCHAR holds a code page, not Unicode).
 - ``JSONDocument`` / ``JSONState``: payloads are JSON (text on PostgreSQL, so
   they round-trip exactly); session state is JSONB on PostgreSQL so it can be
-  queried and indexed; on SQLite both are declared TEXT (see TextAffinityJSON).
+  queried and indexed; on SQLite both are declared TEXT (see TextAffinityJSON);
+  on Oracle both are CLOB text (see _OracleJSONText); SQL Server's JSON is
+  NVARCHAR(max) already.
 - ``json_text``: PostgreSQL drivers parse JSON columns themselves; we read the text
   and decode it, so a corrupt value is reported with its row.
 - ``utc_day``: the UTC calendar day of a ``UTCDateTime``: PostgreSQL's TIMESTAMPTZ
   must be shifted to UTC first (the connection's time zone decides its date); the
-  others already hold UTC.
+  others already hold UTC. ``DATE(x)`` on SQLite and MariaDB/MySQL, ``TRUNC(x)`` on
+  Oracle (whose DATE keeps the time of day), the standard ``CAST(x AS DATE)`` elsewhere.
 - ``BigIntId``: a BIGINT primary key does not autoincrement on SQLite; INTEGER does
   (and is 64-bit there anyway).
 - ``OrderedIdentifier``: an identifier that is also sorted on (LangGraph's checkpoint
   ids): byte order everywhere, so PostgreSQL's "C" collation (a database's default
   collation may sort by locale).
-- ``Binary``: bytes; LONGBLOB on MariaDB/MySQL, whose BLOB stops at 64 KiB.
+- ``Binary``: bytes; LONGBLOB on MariaDB/MySQL, whose BLOB stops at 64 KiB;
+  VARBINARY(max) on SQL Server (its IMAGE is deprecated).
+- ``LongText``: LONGTEXT on MariaDB/MySQL, NVARCHAR(max) on SQL Server (its TEXT is
+  deprecated and holds a code page, not Unicode), CLOB on Oracle.
+
+Oracle and SQL Server are not run on: their types are chosen so the schema and every
+statement compile and mean the same there (tests/dialects/test_compiled_dialects.py);
+Oracle's VARCHAR2 and CLOB assume the AL32UTF8 database character set (its default).
 """
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -40,10 +54,11 @@ from sqlalchemy import (
     String,
     Text,
     TextClause,
+    UnicodeText,
     func,
     text,
 )
-from sqlalchemy.dialects import mysql, postgresql, sqlite
+from sqlalchemy.dialects import mssql, mysql, oracle, postgresql, sqlite
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
@@ -53,6 +68,11 @@ from sqlalchemy.types import TypeDecorator, TypeEngine
 from ..clock import utc
 
 MYSQL_DIALECTS = ("mysql", "mariadb")
+MSSQL_BINARY_COLLATION = "Latin1_General_100_BIN2"
+"""SQL Server's collation comparing and sorting NVARCHAR by code point, case and accent
+sensitive (its default collations ignore case)."""
+MSSQL_MAX_NVARCHAR = 4000
+"""The longest NVARCHAR(n) SQL Server declares; longer is NVARCHAR(max)."""
 
 
 def as_utc(naive: datetime) -> datetime:
@@ -94,13 +114,18 @@ class UTCDateTime(TypeDecorator[datetime]):
     cache_ok = True
 
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
-        """DATETIME(6) on MariaDB/MySQL, TIMESTAMPTZ on PostgreSQL, DATETIME elsewhere."""
+        """DATETIME(6) on MariaDB/MySQL, TIMESTAMPTZ on PostgreSQL, TIMESTAMP on Oracle,
+        DATETIME2(6) on SQL Server, DATETIME elsewhere."""
         if dialect.name in MYSQL_DIALECTS:
             return dialect.type_descriptor(mysql.DATETIME(fsp=6))
         if dialect.name == "postgresql":
             return dialect.type_descriptor(postgresql.TIMESTAMP(timezone=True))
         if dialect.name == "sqlite":
             return _SQLiteUTCText()  # type: ignore[no-untyped-call]
+        if dialect.name == "oracle":
+            return dialect.type_descriptor(oracle.TIMESTAMP())
+        if dialect.name == "mssql":
+            return dialect.type_descriptor(mssql.DATETIME2(precision=6))  # type: ignore[no-untyped-call]
         return dialect.type_descriptor(DateTime())
 
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
@@ -119,33 +144,56 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value if value.tzinfo is UTC else value.astimezone(UTC)
 
 
+def _mssql_identifier(length: int) -> TypeEngine[str]:
+    # NVARCHAR(n) stops at 4,000; NVARCHAR(max) holds more but cannot be a key.
+    declared: int | str = length if length <= MSSQL_MAX_NVARCHAR else "max"
+    return mssql.NVARCHAR(declared, collation=MSSQL_BINARY_COLLATION)  # type: ignore[arg-type]
+
+
 def Identifier(length: int) -> TypeEngine[str]:
-    """A string compared byte for byte: binary collation on MariaDB/MySQL."""
-    return String(length).with_variant(
-        mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_bin"), *MYSQL_DIALECTS
+    """A string compared exactly: binary collation on MariaDB/MySQL and SQL Server
+    (NVARCHAR there, so any text fits)."""
+    return (
+        String(length)
+        .with_variant(
+            mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_bin"), *MYSQL_DIALECTS
+        )
+        .with_variant(_mssql_identifier(length), "mssql")
     )
 
 
 def OrderedIdentifier(length: int) -> TypeEngine[str]:
-    """An identifier compared and sorted byte for byte: binary collation on MariaDB/MySQL,
-    the "C" collation on PostgreSQL (listings order by it)."""
+    """An identifier compared and sorted byte for byte: binary collation on MariaDB/MySQL
+    and SQL Server (code point order), the "C" collation on PostgreSQL (listings order
+    by it)."""
     return (
         String(length)
         .with_variant(
             mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_bin"), *MYSQL_DIALECTS
         )
         .with_variant(postgresql.VARCHAR(length, collation="C"), "postgresql")
+        .with_variant(_mssql_identifier(length), "mssql")
     )
 
 
 def LongText() -> TypeEngine[str]:
-    """Text of any length: MariaDB/MySQL's TEXT stops at 64 KiB, so LONGTEXT there."""
-    return Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
+    """Text of any length: MariaDB/MySQL's TEXT stops at 64 KiB, so LONGTEXT there;
+    NVARCHAR(max) on SQL Server; CLOB on Oracle."""
+    return (
+        Text()
+        .with_variant(mysql.LONGTEXT(), *MYSQL_DIALECTS)
+        .with_variant(mssql.NVARCHAR("max"), "mssql")  # type: ignore[arg-type]
+    )
 
 
 def Binary() -> TypeEngine[bytes]:
-    """Bytes of any size: BYTEA on PostgreSQL, BLOB on SQLite, LONGBLOB on MariaDB/MySQL."""
-    return LargeBinary().with_variant(mysql.LONGBLOB(), *MYSQL_DIALECTS)
+    """Bytes of any size: BYTEA on PostgreSQL, BLOB on SQLite and Oracle, LONGBLOB on
+    MariaDB/MySQL, VARBINARY(max) on SQL Server."""
+    return (
+        LargeBinary()
+        .with_variant(mysql.LONGBLOB(), *MYSQL_DIALECTS)
+        .with_variant(mssql.VARBINARY("max"), "mssql")  # type: ignore[no-untyped-call]
+    )
 
 
 class TextAffinityJSON(JSON):
@@ -164,18 +212,58 @@ def _text_affinity_json_sqlite(type_: TextAffinityJSON, compiler: Any, **kw: Any
     return "TEXT"
 
 
+class _OracleJSONText(TypeDecorator[Any]):
+    """JSON as CLOB text on Oracle, serialised like SQLAlchemy's JSON type.
+
+    Oracle's own JSON type (21c; BLOB before) hands values to the driver's binary
+    JSON, which reads numbers back as ``Decimal`` and is not text: ``json_text`` reads
+    the column as the text agentledger wrote, as on every other database.
+    """
+
+    impl = Text
+    cache_ok = True
+
+    def __init__(self, *, none_as_null: bool = False) -> None:
+        super().__init__()
+        self.none_as_null = none_as_null
+        if not none_as_null:
+            # None is the JSON value null, written as text, not left out of an INSERT.
+            self.should_evaluate_none = True
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> str | None:
+        """The JSON text of ``value``; SQL NULL for None when ``none_as_null``."""
+        if value is None and self.none_as_null:
+            return None
+        serializer = getattr(dialect, "_json_serializer", None) or json.dumps
+        return serializer(value)
+
+    def process_result_value(self, value: str | None, dialect: Dialect) -> Any:
+        """The JSON value of the stored text."""
+        if value is None:
+            return None
+        deserializer = getattr(dialect, "_json_deserializer", None) or json.loads
+        return deserializer(value)
+
+
 def JSONDocument(*, none_as_null: bool = False) -> TypeEngine[Any]:
     """A JSON payload stored as text everywhere (JSON, not JSONB, on PostgreSQL).
 
     With ``none_as_null`` Python ``None`` is SQL NULL (an optional field); without
     it ``None`` is the JSON value ``null`` (content may be any JSON value).
     """
-    return TextAffinityJSON(none_as_null=none_as_null)
+    return TextAffinityJSON(none_as_null=none_as_null).with_variant(
+        _OracleJSONText(none_as_null=none_as_null), "oracle"
+    )
 
 
 def JSONState() -> TypeEngine[Any]:
-    """Session state: JSONB on PostgreSQL (queryable, indexable), JSON elsewhere."""
-    return TextAffinityJSON().with_variant(postgresql.JSONB(), "postgresql")
+    """Session state: JSONB on PostgreSQL (queryable, indexable), JSON elsewhere (CLOB
+    text on Oracle)."""
+    return (
+        TextAffinityJSON()
+        .with_variant(postgresql.JSONB(), "postgresql")
+        .with_variant(_OracleJSONText(), "oracle")
+    )
 
 
 BigIntId = BigInteger().with_variant(Integer(), "sqlite")
@@ -185,7 +273,10 @@ BigIntId = BigInteger().with_variant(Integer(), "sqlite")
 class json_text(FunctionElement[str]):
     """A JSON column read as its text, so agentledger decodes it (and can say which row
     is corrupt) instead of the driver. PostgreSQL drivers parse json/jsonb themselves,
-    so there the column is cast to text; elsewhere JSON already arrives as text."""
+    so there the column is cast to text; on SQLite, MariaDB/MySQL, Oracle (CLOB) and SQL
+    Server (NVARCHAR) JSON already arrives as text. Any other dialect's driver may
+    parse its JSON type too (CockroachDB's, PostgreSQL's drivers; DuckDB's), so the
+    column is cast to the dialect's Unicode text."""
 
     type = Text()
     inherit_cache = True
@@ -193,7 +284,17 @@ class json_text(FunctionElement[str]):
 
 
 @compiles(json_text)
-def _json_text_default(element: json_text, compiler: SQLCompiler, **kw: Any) -> str:
+def _json_text_cast(element: json_text, compiler: SQLCompiler, **kw: Any) -> str:
+    text_type = compiler.dialect.type_compiler_instance.process(UnicodeText())
+    return f"CAST({compiler.process(element.clauses, **kw)} AS {text_type})"
+
+
+@compiles(json_text, "sqlite")
+@compiles(json_text, "mysql")
+@compiles(json_text, "mariadb")
+@compiles(json_text, "oracle")
+@compiles(json_text, "mssql")
+def _json_text_as_stored(element: json_text, compiler: SQLCompiler, **kw: Any) -> str:
     return compiler.process(element.clauses, **kw)
 
 
@@ -213,7 +314,19 @@ class utc_day(FunctionElement[Any]):
 
 @compiles(utc_day)
 def _utc_day_default(element: utc_day, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"CAST({compiler.process(element.clauses, **kw)} AS DATE)"
+
+
+@compiles(utc_day, "sqlite", *MYSQL_DIALECTS)
+def _utc_day_date(element: utc_day, compiler: SQLCompiler, **kw: Any) -> str:
+    # SQLite would read CAST(text AS DATE) as a number: its DATE() parses the text.
     return f"DATE({compiler.process(element.clauses, **kw)})"
+
+
+@compiles(utc_day, "oracle")
+def _utc_day_oracle(element: utc_day, compiler: SQLCompiler, **kw: Any) -> str:
+    # Oracle's DATE keeps the time of day; TRUNC drops it.
+    return f"TRUNC({compiler.process(element.clauses, **kw)})"
 
 
 @compiles(utc_day, "postgresql")

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from sqlalchemy import (
+    JSON,
     ColumnElement,
     Connection,
     Executable,
@@ -220,12 +221,13 @@ def json_from_text(session: Session, json_text: str) -> ColumnElement[Any]:
     The engine's default encoder escapes every non-ASCII character (up to six bytes
     for one), so a payload checked at its limit could grow 3.5 times on MariaDB after
     the driver's own escaping, past the 16 MiB packet. PostgreSQL needs the text cast
-    to ``json`` (its drivers send the parameter typed as text); SQLite and MariaDB
-    keep JSON as text, and MariaDB has no CAST to JSON.
+    to ``json`` (its drivers send the parameter typed as text), and so does a dialect
+    agentledger was not tested on; SQLite and MariaDB keep JSON as text, and MariaDB
+    has no CAST to JSON.
     """
     value = literal(json_text, Text())
     if capabilities(session.connection().dialect).json_needs_cast:
-        return sql_cast(value, postgresql.JSON())
+        return sql_cast(value, JSON())
     return value
 
 
@@ -243,7 +245,7 @@ def insert_json_text(connection: Connection, table: Table, column: str) -> Inser
     if statement is None:
         value: ColumnElement[Any] = bindparam(f"b_{column}", type_=Text())
         if cast_to_json:
-            value = sql_cast(value, postgresql.JSON())
+            value = sql_cast(value, JSON())
         statement = _JSON_TEXT_INSERTS.setdefault(key, table.insert().values({column: value}))
     return statement
 
