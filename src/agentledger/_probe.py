@@ -143,7 +143,7 @@ def probe_untested(connection: Connection) -> None:
         with connection.begin():
             _check_savepoints(connection)
         try:
-            with connection.begin():
+            with translated(connection.engine.url), connection.begin():
                 connection.execute(CreateTable(table))
         except PermissionDeniedError:
             logger.warning(

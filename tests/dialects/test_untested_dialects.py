@@ -17,6 +17,8 @@ import pytest
 from sqlalchemy import Connection, create_engine, inspect
 from sqlalchemy.dialects import registry
 from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg, PGDialectAsync_psycopg
+from sqlalchemy.dialects.sqlite.base import SQLiteCompiler
+from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
 from sqlalchemy.engine import URL, Dialect
 from sqlalchemy.ext.asyncio import create_async_engine
 
@@ -61,6 +63,21 @@ class AsyncPostgresUnderAnotherName(PGDialectAsync_psycopg):
         return cls  # not psycopg's own async dialect, which is named postgresql
 
 
+class _LockingReadsSpelledOut(SQLiteCompiler):
+    def for_update_clause(self, select: Any, **kw: Any) -> str:
+        return " FOR UPDATE"  # SQLite's own compiler leaves it out: SQLite has none
+
+
+class SQLiteWithoutLockingReads(SQLiteDialect_pysqlite):
+    """SQLite under another name, asked for ``SELECT ... FOR UPDATE``, which it refuses
+    (as a database without row locks would)."""
+
+    name = "nolocks"
+    supports_statement_cache = True
+    statement_compiler = _LockingReadsSpelledOut
+
+
+registry.register("nolocks", __name__, "SQLiteWithoutLockingReads")
 registry.register("pglike", __name__, "PostgresUnderAnotherName")
 registry.register("pglike.psycopg_async", __name__, "AsyncPostgresUnderAnotherName")
 
@@ -158,6 +175,17 @@ def test_a_duckdb_ledger_is_refused_for_the_update_counts_it_cannot_report(
         ledger.sessions.exists("s1")
 
 
+def test_a_database_without_locking_reads_is_refused_by_name_and_left_as_it_was(
+    tmp_path: Path,
+) -> None:
+    engine = create_engine(f"nolocks:///{tmp_path / 'nolocks.db'}")
+    with engine.connect() as connection:
+        with pytest.raises(DatabaseError, match=r"no locking reads \(SELECT \.\.\. FOR UPDATE\)"):
+            probe_untested(connection)
+        assert _probe_tables(connection) == []
+    engine.dispose()
+
+
 def test_an_async_ledger_on_duckdb_is_refused_for_its_sync_driver(duckdb_url: str) -> None:
     with pytest.raises(ValidationError, match=r"\(duckdb_engine\) is not an asyncio driver"):
         AsyncLedger(duckdb_url)
@@ -250,3 +278,36 @@ async def test_an_untested_dialect_searches_memory_without_json_functions_or_a_t
     assert [item.key for item in found] == ["a"]
     filtered = await untested.memory.search(("m", "ada"), filter={"diet": "any"})
     assert [item.key for item in filtered] == ["b"]
+
+
+@pytest.mark.postgresql
+def test_a_user_who_may_not_create_a_table_is_probed_for_savepoints_only(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with scratch_database("postgresql", str(tmp_path)) as url:
+        owner = create_engine(url.set(drivername="pglike"))
+        migrations.upgrade(owner)
+        owner.dispose()
+        admin = create_engine(url, isolation_level="AUTOCOMMIT")
+        with admin.connect() as connection:
+            for statement in (
+                "DROP ROLE IF EXISTS agentledger_untested_reader",
+                "CREATE ROLE agentledger_untested_reader LOGIN",
+                "REVOKE CREATE ON SCHEMA public FROM PUBLIC",
+                "GRANT SELECT ON ALL TABLES IN SCHEMA public TO agentledger_untested_reader",
+            ):
+                connection.exec_driver_sql(statement)
+        reader = create_engine(url.set(drivername="pglike", username="agentledger_untested_reader"))
+        try:
+            with (
+                caplog.at_level(logging.WARNING, logger="agentledger.probe"),
+                Ledger(engine=reader) as ledger,
+            ):
+                assert ledger.sessions.exists("anyone") is False
+            assert "probed only savepoints" in caplog.text
+        finally:
+            reader.dispose()
+            with admin.connect() as connection:
+                connection.exec_driver_sql("DROP OWNED BY agentledger_untested_reader")
+                connection.exec_driver_sql("DROP ROLE agentledger_untested_reader")
+            admin.dispose()
