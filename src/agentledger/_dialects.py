@@ -77,6 +77,11 @@ class Capabilities:
     json_object_rows: Literal["json_each_text", "json_each", None]
     """The table-valued function giving a JSON object's entries as rows (PostgreSQL,
     SQLite); MariaDB/MySQL's ``JSON_TABLE`` walks arrays, not an object's keys."""
+    row_values: bool
+    """Row-value comparisons, ``(a, b) IN ((1, 2), ...)`` (PostgreSQL, SQLite, MariaDB/
+    MySQL). Without them (SQL Server) a set of keys is matched group by group, ``(a = 1
+    AND b IN (...)) OR ...`` (``_statements.rows_in``), which an index on the columns
+    serves alike."""
     lateral: bool
     """A correlated probe per row as ``LATERAL ... LIMIT 1`` (PostgreSQL); SQLite has
     no LATERAL and probes through a LEFT JOIN its planner never reorders."""
@@ -125,6 +130,7 @@ _POSTGRESQL = Capabilities(
     json_needs_cast=True,
     json_key_match="jsonb",
     json_object_rows="json_each_text",
+    row_values=True,
     lateral=True,
     temporary_tables_survive_rollback=False,
     index_hints=False,
@@ -147,6 +153,7 @@ _SQLITE = Capabilities(
     json_needs_cast=False,
     json_key_match="json_type",
     json_object_rows="json_each",
+    row_values=True,
     lateral=False,
     temporary_tables_survive_rollback=False,
     index_hints=False,
@@ -169,6 +176,7 @@ _MYSQL = Capabilities(
     json_needs_cast=False,
     json_key_match="json_type_without_bool",
     json_object_rows=None,
+    row_values=True,
     lateral=True,
     temporary_tables_survive_rollback=True,
     index_hints=True,
@@ -214,6 +222,7 @@ _UNTESTED = Capabilities(
     json_needs_cast=True,
     json_key_match=None,
     json_object_rows=None,
+    row_values=False,
     lateral=False,
     temporary_tables_survive_rollback=False,
     index_hints=False,
@@ -240,7 +249,8 @@ goes into as it is."""
 def portable(found: Capabilities) -> Capabilities:
     """``found`` with every fast path off: each operation as SQLAlchemy's ORM and Core
     give it on any dialect (no RETURNING, no DML in CTEs, no upserts, no JSON functions
-    or text index in SQL, no LATERAL, no index hints, no driver SQL, no FOR KEY SHARE),
+    or text index in SQL, no row values, no LATERAL, no index hints, no driver SQL, no
+    FOR KEY SHARE),
     with the same guarantees. What the database *is* stays: its locking hazards
     (``gap_locks``), how its JSON parameters are typed, how its migrations and long
     reads take turns and snapshots, its retry budget; a statement must honour those
@@ -255,6 +265,7 @@ def portable(found: Capabilities) -> Capabilities:
         key_share_locks=False,
         json_key_match=None,
         json_object_rows=None,
+        row_values=False,
         lateral=False,
         index_hints=False,
         driver_sql=False,

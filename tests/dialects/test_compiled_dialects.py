@@ -588,10 +588,11 @@ ROW_VALUES = r"\((?:[\w.\[\]\"]+,\s*)+[\w.\[\]\"]+\)\s*(?:NOT\s+)?(?:IN\b|<|>)"
             "mssql",
             marks=pytest.mark.xfail(
                 strict=True,
-                reason="SQL Server has no row-value constructors: tuple_(...).in_() in "
-                "repositories/memory.py (refresh, delete_all, search, delete_expired), "
-                "rows.py and langgraph/repository.py, and tuple_ < in list()'s keyset, "
-                "need an OR of ANDs there",
+                reason="SQL Server has no row-value constructors: memory and bulk rows "
+                "match keys through _statements.rows_in (grouped by all but the last "
+                "column where Capabilities.row_values is off), but langgraph/repository.py "
+                "and statements.py still send tuple_(...).in_() and list()'s keyset "
+                "tuple_ <",
             ),
         ),
         pytest.param("cockroachdb", marks=needs_cockroachdb),

@@ -71,6 +71,7 @@ FAST_PATHS_OFF = {
     "key_share_locks": False,
     "json_key_match": None,
     "json_object_rows": None,
+    "row_values": False,
     "lateral": False,
     "index_hints": False,
     "driver_sql": False,

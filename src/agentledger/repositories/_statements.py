@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -23,11 +23,14 @@ from sqlalchemy import (
     and_,
     bindparam,
     case,
+    false,
     func,
     literal,
+    or_,
     select,
     text,
     true,
+    tuple_,
     update,
 )
 from sqlalchemy import cast as sql_cast
@@ -424,6 +427,28 @@ def _portable_rows(
             continue
         if not inserted_unless_stored(connection, insert_row, row):
             connection.execute(refresh)
+
+
+def rows_in(
+    dialect: Dialect, columns: Sequence[ColumnElement[Any]], rows: Iterable[Sequence[Any]]
+) -> ColumnElement[bool]:
+    """``(columns) IN (rows)``; where the database compares no row values
+    (``Capabilities.row_values``), the rows grouped by all but their last value, ``(a =
+    1 AND b IN (...)) OR ...``. No rows: a condition no row meets."""
+    wanted = [tuple(row) for row in rows]
+    if capabilities(dialect).row_values:
+        return tuple_(*columns).in_(wanted)
+    *leading, last = columns
+    groups: dict[tuple[Any, ...], list[Any]] = {}
+    for row in wanted:
+        groups.setdefault(row[:-1], []).append(row[-1])
+    return or_(
+        false(),
+        *(
+            and_(*(c == v for c, v in zip(leading, prefix, strict=True)), last.in_(values))
+            for prefix, values in groups.items()
+        ),
+    )
 
 
 def json_key_equals(

@@ -46,7 +46,6 @@ from sqlalchemy import (
     select,
     table,
     text,
-    tuple_,
     update,
 )
 
@@ -75,9 +74,11 @@ from ._keywords import (
     search_words,
     words_of,
 )
-from ._statements import inserted_unless_stored, json_key_equals
+from ._statements import inserted_unless_stored, json_key_equals, rows_in
 
 ITEMS = cast(Table, AgentMemoryItem.__table__)
+_KEY = (ITEMS.c.namespace, ITEMS.c.key)
+"""An item's primary key, for matching a set of them (``rows_in``)."""
 TABLE = ITEMS.name
 Namespace = tuple[str, ...]
 Embedding = tuple[str, Sequence[float]]
@@ -536,7 +537,7 @@ class MemoryRepository(Repository):
         connection = self._connection()
         lasting = connection.execute(
             select(ITEMS.c.namespace, ITEMS.c.key, ITEMS.c.ttl_minutes).where(
-                tuple_(ITEMS.c.namespace, ITEMS.c.key).in_(sorted(keys)),
+                rows_in(connection.dialect, _KEY, sorted(keys)),
                 ITEMS.c.ttl_minutes.is_not(None),
                 _live(now),
             )
@@ -803,9 +804,7 @@ class MemoryRepository(Repository):
             if matches(_item(row).value, conditions)
         ]
         for chunk in _chunks(doomed):
-            connection.execute(
-                delete(ITEMS).where(tuple_(ITEMS.c.namespace, ITEMS.c.key).in_(chunk))
-            )
+            connection.execute(delete(ITEMS).where(rows_in(connection.dialect, _KEY, chunk)))
         return len(doomed)
 
     @operation(writes=False)
@@ -978,8 +977,9 @@ class MemoryRepository(Repository):
         page = [(best, (row.namespace, row.key)) for best, row in scored[offset : offset + limit]]
         if not page:
             return []
-        whole = self._connection().execute(
-            _COLUMNS.where(tuple_(ITEMS.c.namespace, ITEMS.c.key).in_([key for _, key in page]))
+        connection = self._connection()
+        whole = connection.execute(
+            _COLUMNS.where(rows_in(connection.dialect, _KEY, [key for _, key in page]))
         )
         read_again = {(row.namespace, row.key): row for row in whole}
         return [
@@ -1082,16 +1082,14 @@ class MemoryRepository(Repository):
         connection = self._connection()
         gone: set[tuple[str, str]] = set()
         for chunk in _chunks(sorted({(k.stored, k.key) for k in keys})):
-            among = tuple_(ITEMS.c.namespace, ITEMS.c.key).in_(chunk)
+            among = rows_in(connection.dialect, _KEY, chunk)
             # Those still expired, locked so no refresh slips in before the DELETE.
             still = connection.execute(
                 select(ITEMS.c.namespace, ITEMS.c.key).where(among, expired).with_for_update()
             ).all()
             if still:
                 doomed = [(row.namespace, row.key) for row in still]
-                connection.execute(
-                    delete(ITEMS).where(tuple_(ITEMS.c.namespace, ITEMS.c.key).in_(doomed))
-                )
+                connection.execute(delete(ITEMS).where(rows_in(connection.dialect, _KEY, doomed)))
                 gone.update(doomed)
         deleted: list[tuple[Namespace, str]] = []
         for k in keys:  # in the order given, each once

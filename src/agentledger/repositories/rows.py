@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, Row, and_, func, insert, or_, select, tuple_
+from sqlalchemy import ColumnElement, Row, and_, func, insert, or_, select
 
 from .._json import Limits, check_json
 from ..records import SessionSelection
@@ -27,7 +27,7 @@ from ._portable import (
     from_database,
 )
 from ._session_row import selected
-from ._statements import json_from_text
+from ._statements import json_from_text, rows_in
 
 BATCH_BYTES = 16 * 1024 * 1024
 """Checkpoints are read at most this many bytes of payload at a time."""
@@ -158,13 +158,15 @@ class RowRepository(Repository):
             first, second = spec.key
             condition = _grouped(table.c[first], table.c[second], rows, second, first)
         else:
+            dialect = self._session.connection().dialect
             first, *rest = spec.key
+            others = [table.c[name] for name in rest]
             by_first: dict[Any, list[tuple[Any, ...]]] = {}
             for row in rows:
                 by_first.setdefault(row[first], []).append(tuple(row[name] for name in rest))
             condition = or_(
                 *(
-                    and_(table.c[first] == value, tuple_(*(table.c[n] for n in rest)).in_(keys))
+                    and_(table.c[first] == value, rows_in(dialect, others, keys))
                     for value, keys in by_first.items()
                 )
             )
