@@ -89,6 +89,11 @@ def test_with_the_filter_the_hosts_autogenerate_proposes_nothing(deployed: URL) 
     assert diffs == []
 
 
+# Without the object filter, autogenerate also meets PostgreSQL's tsvector index among
+# our models and, on SQLite, says it cannot compare it: part of what the filter is for.
+@pytest.mark.filterwarnings(
+    "ignore:autogenerate skipping metadata-specified expression-based index:UserWarning"
+)
 def test_our_metadata_in_the_hosts_target_needs_the_object_filter(deployed: URL) -> None:
     target = [host_metadata(), agentledger_metadata]
     names_only = _host_diffs(deployed, target, include_name=migrations.exclude_agentledger_names)
