@@ -62,7 +62,7 @@ def _run_offline(context: EnvironmentContext, schema: str | None, options: dict[
     url = _url_of(context)
     check_offline_sql(url)
     validate_schema(schema, url.get_backend_name())
-    alembic_can_migrate(url.get_dialect().name)
+    alembic_can_migrate(url.get_dialect())
     context.configure(
         url=url,
         literal_binds=True,

@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 from alembic.ddl.impl import DefaultImpl
 from alembic.util import CommandError
 from sqlalchemy import Connection, Engine
-from sqlalchemy.engine import URL
+from sqlalchemy.engine import URL, Dialect
 from sqlalchemy.pool import NullPool
 
 from .._dialects import tested
@@ -66,22 +66,18 @@ def _probe_untested(connection: Connection) -> None:
     if not tested(connection.dialect):
         check_supported(connection.engine)
         probe_untested(connection)
-        alembic_can_migrate(connection.dialect.name)
+        alembic_can_migrate(connection.dialect)
 
 
-def alembic_can_migrate(dialect_name: str) -> None:
+def alembic_can_migrate(dialect: Dialect | type[Dialect]) -> None:
     """Give Alembic its generic DDL for a dialect that registered none of its own (an
     untested one, whose package ships no Alembic support): plain ALTER TABLE and
     CREATE INDEX, which is all agentledger's migrations ask of a dialect outside the
     three they branch for. Alembic finds a dialect's DDL by a subclass naming it."""
     try:
-        DefaultImpl.get_by_dialect(_named(dialect_name))
+        DefaultImpl.get_by_dialect(dialect)  # type: ignore[arg-type]
     except KeyError:
-        type(f"GenericImpl_{dialect_name}", (DefaultImpl,), {"__dialect__": dialect_name})
-
-
-def _named(dialect_name: str) -> Any:
-    return type("Dialect", (), {"name": dialect_name})
+        type(f"GenericImpl_{dialect.name}", (DefaultImpl,), {"__dialect__": dialect.name})
 
 
 @contextmanager
