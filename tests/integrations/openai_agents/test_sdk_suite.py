@@ -100,7 +100,7 @@ _R11 = (
 )
 _R12 = "reads or replaces AsyncSQLiteSession's private aiosqlite connection (_get_connection)"
 _R13 = "reads or writes SQLAlchemySession's own tables through its private _session_factory"
-_R14 = "updates SQLAlchemySession's own messages table (its private _messages)"
+_R14 = "reads or updates SQLAlchemySession's own messages table (its private _messages)"
 _R15 = (
     "waits for the wrapper's clear_session-then-add_items restore or "
     "AsyncSQLiteSession's connect to reach a gate the test set: LedgerSession has "
@@ -158,6 +158,7 @@ CANNOT_PASS: dict[str, str] = {
     _ASYNC_SQLITE + "test_rollback_failure_closes_and_evicts_connection": _R12,
     _SQLALCHEMY + "test_add_items_cancelled_waiter_does_not_strand_table_init_lock": _R4,
     _SQLALCHEMY + "test_create_tables_false_does_not_allocate_shared_init_lock": _R3,
+    _SQLALCHEMY + "test_backdated_append_remains_the_latest_item": _R14,
     _SQLALCHEMY + "test_get_items_limit_skips_corrupt_newest_rows": _R10,
     _SQLALCHEMY + "test_get_items_orders_by_id_for_ties": _R13,
     _SQLALCHEMY + "test_get_items_same_timestamp_consistent_order": _R13,
@@ -219,6 +220,14 @@ CANNOT_PASS: dict[str, str] = {
     _SQLALCHEMY_COMPACTION + "test_limited_sqlalchemy_compacts_visible_suffix[memory-False]": _R0,
     _SQLALCHEMY_COMPACTION + "test_limited_sqlalchemy_compacts_visible_suffix[memory-True]": _R0,
     _SQLALCHEMY_COMPACTION + "test_parent_constraint_rejection_propagates[file]": _R5,
+    _SQLALCHEMY_COMPACTION + "test_encrypted_prefix_cleanup_is_atomic[file-False-False]": _R14,
+    _SQLALCHEMY_COMPACTION + "test_encrypted_prefix_cleanup_is_atomic[file-False-True]": _R14,
+    _SQLALCHEMY_COMPACTION + "test_encrypted_prefix_cleanup_is_atomic[memory-False-False]": _R14,
+    _SQLALCHEMY_COMPACTION + "test_encrypted_prefix_cleanup_is_atomic[memory-False-True]": _R14,
+    _SQLALCHEMY_COMPACTION
+    + "test_replacement_includes_backdated_append_in_visible_suffix[file]": _R14,
+    _SQLALCHEMY_COMPACTION
+    + "test_replacement_includes_backdated_append_in_visible_suffix[memory]": _R14,
     _SQLALCHEMY_COMPACTION + "test_parent_constraint_rejection_propagates[memory]": _R5,
     _SQLALCHEMY_COMPACTION + "test_replacement_uses_timestamp_order_not_id_order[file]": _R14,
     _SQLALCHEMY_COMPACTION + "test_replacement_uses_timestamp_order_not_id_order[memory]": _R14,
