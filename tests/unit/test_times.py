@@ -6,6 +6,8 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from sqlalchemy.dialects import mysql, postgresql, sqlite
+from sqlalchemy.engine import Dialect
+from sqlalchemy.engine.default import DefaultDialect
 
 from agentledger.models.types import UTCDateTime, as_utc
 
@@ -18,14 +20,20 @@ def test_as_utc_is_the_naive_time_in_utc() -> None:
     assert made.tzinfo is UTC
 
 
-@pytest.mark.parametrize("dialect", [sqlite.dialect(), mysql.dialect(), postgresql.dialect()])
-def test_a_time_read_back_is_aware_and_in_utc(dialect: object) -> None:
-    read = UTCDateTime().process_result_value
+@pytest.mark.parametrize(
+    "dialect",
+    [mysql.dialect(), postgresql.dialect(), DefaultDialect()],  # type: ignore[no-untyped-call]
+    ids=["mysql", "postgresql", "other"],
+)
+def test_a_time_read_back_is_aware_and_in_utc(dialect: Dialect) -> None:
+    read = UTCDateTime().dialect_impl(dialect).result_processor(dialect, None)
+    assert read is not None
     elsewhere = NAIVE.replace(tzinfo=timezone(timedelta(hours=2)))
-    assert read(NAIVE, dialect).tzinfo is UTC  # type: ignore[arg-type, union-attr]
-    assert read(elsewhere, dialect) == elsewhere  # type: ignore[arg-type]
-    assert read(elsewhere, dialect).tzinfo is UTC  # type: ignore[arg-type, union-attr]
-    assert read(None, dialect) is None  # type: ignore[arg-type]
+    assert read(NAIVE) == NAIVE.replace(tzinfo=UTC)
+    assert read(NAIVE).tzinfo is UTC  # type: ignore[union-attr]
+    assert read(elsewhere) == elsewhere
+    assert read(elsewhere).tzinfo is UTC  # type: ignore[union-attr]
+    assert read(None) is None
 
 
 @pytest.mark.parametrize(

@@ -59,7 +59,9 @@ from ..records import (
     Popped,
     SessionRecord,
     StateDelta,
+    collector_paused,
     from_stored,
+    stored_maker,
 )
 from . import _state
 from ._base import Repository, operation
@@ -211,25 +213,30 @@ def messages_of(rows: Sequence[Sequence[Any]], session_id: str) -> list[Message]
     """Messages from rows of ``_READ``: JSON decoded here (a value that does not decode,
     or metadata that is not an object, raises CorruptRecordError naming the row), the
     records built without validating again what was validated on write."""
-    result = []
-    for seq, role, content_text, metadata_text, created_at, external_key in rows:
-        try:
-            content = loads(content_text)
-            metadata = {} if metadata_text == "{}" else loads(metadata_text)
-        except (ValueError, TypeError):
-            content, metadata = _decode_slowly(session_id, seq, content_text, metadata_text)
-        if type(metadata) is not dict:
-            raise _not_an_object(session_id, seq)
-        values = {
-            "seq": seq,
-            "role": role,
-            "content": content,
-            "metadata": metadata,
-            "created_at": created_at,
-            "external_key": external_key,
-        }
-        result.append(from_stored(Message, values))
+    result: list[Message] = []
+    add = result.append
+    with collector_paused():
+        for seq, role, content_text, metadata_text, created_at, external_key in rows:
+            try:
+                content = loads(content_text)
+                metadata = {} if metadata_text == "{}" else loads(metadata_text)
+            except (ValueError, TypeError):
+                content, metadata = _decode_slowly(session_id, seq, content_text, metadata_text)
+            if type(metadata) is not dict:
+                raise _not_an_object(session_id, seq)
+            values = {
+                "seq": seq,
+                "role": role,
+                "content": content,
+                "metadata": metadata,
+                "created_at": created_at,
+                "external_key": external_key,
+            }
+            add(_message(values))
     return result
+
+
+_message = stored_maker(Message)
 
 
 def _decode_slowly(session_id: str, seq: int, *texts: str | None) -> tuple[Any, Any]:

@@ -30,7 +30,7 @@ from ..errors import ConflictError, CorruptRecordError, NotFoundError, Validatio
 from ..ids import validate_id
 from ..models import AgentSession, AgentStep
 from ..models.types import json_text, utc_day
-from ..records import NewStep, Step, TokenUsage, UsageGroup, from_stored
+from ..records import NewStep, Step, TokenUsage, UsageGroup, collector_paused, from_stored
 from ._base import Repository, operation
 from ._seqlog import SeqLog
 from ._session_row import session_exists
@@ -159,6 +159,12 @@ def _as_new_steps(
         except ValueError as error:
             raise ValidationError(f"steps[{index}]: {error}", path=f"steps[{index}]") from None
     return result
+
+
+def steps_of(rows: Iterable[Row[Any]]) -> list[Step]:
+    """Steps from rows of ``_READ`` (see ``step_of``), built with the collector paused."""
+    with collector_paused():
+        return [step_of(row) for row in rows]
 
 
 def step_of(row: Row[Any]) -> Step:
@@ -356,10 +362,7 @@ class StepRepository(Repository):
         Raises:
             NotFoundError: no such session.
         """
-        return [
-            step_of(row)
-            for row in _LOG.last(self._session, self._one_statement_session_connection(), id, n)
-        ]
+        return steps_of(_LOG.last(self._session, self._one_statement_session_connection(), id, n))
 
     @operation(writes=False)
     def window(self, id: str, *, after_seq: int = 0, limit: int = 1000) -> list[Step]:
@@ -375,7 +378,7 @@ class StepRepository(Repository):
             after_seq=after_seq,
             limit=limit,
         )
-        return [step_of(row) for row in rows]
+        return steps_of(rows)
 
     @operation(writes=False)
     def by_run(self, id: str, run_id: str, *, after_seq: int = 0, limit: int = 1000) -> list[Step]:
@@ -408,12 +411,9 @@ class StepRepository(Repository):
             "after": bounded_int(after_seq, "after_seq"),
             "n": bounded_int(limit, "limit", low=1, high=MAX_BATCH),
         }
-        return [
-            step_of(row)
-            for row in _LOG.rows(
-                self._session, self._one_statement_session_connection(), id, query, **params
-            )
-        ]
+        return steps_of(
+            _LOG.rows(self._session, self._one_statement_session_connection(), id, query, **params)
+        )
 
     def iterate(self, id: str, *, batch: int = 1000) -> Iterator[Step]:
         """Every step in seq order, read ``batch`` at a time: on a ledger each page is a
