@@ -18,9 +18,10 @@ Where it runs is the ledger's ``driver_sql`` option, read once by its runner
 capability ``driver_sql``: SQLite and PostgreSQL; an engine the ledger created, whose
 connections no one else configures; no PostgreSQL schema map), or off, every statement
 through SQLAlchemy. Only the operations marked ``on_driver`` take it (LangGraph's hot
-calls). SQLAlchemy's engine logging sees its statements: each is logged by the
-engine's logger as SQLAlchemy logs its own (the SQL, then its parameters, tagged
-``[driver SQL]``), with its COMMIT and ROLLBACK. Statement listeners
+calls, and the reads of a conversation's messages that are one statement). SQLAlchemy's
+engine logging sees its statements: each is logged by the engine's logger as
+SQLAlchemy logs its own (the SQL, then its parameters, tagged ``[driver SQL]``), with
+its COMMIT and ROLLBACK. Statement listeners
 (``before_cursor_execute``, ``after_cursor_execute``) take a SQLAlchemy ``Connection``
 and execution context that driver SQL does not have: with one on the engine, the path
 steps aside (``steps_aside``) and the same statements go through SQLAlchemy, where the
@@ -63,6 +64,7 @@ from ._dialects import capabilities
 from ._translate import translated_commit
 from .engine import ALONE_OPTION
 from .engine.sqlite import _sqlite_begin
+from .records import collector_paused
 
 _MOST_PREPARED = 2_000
 """Compiled statements kept per process before the cache starts over (they are
@@ -132,15 +134,16 @@ class _Prepared:
     def rows(self, fetched: list[Any]) -> list[Any]:
         """The fetched tuples as rows with the statement's column names, read back."""
         make = self.row._make
-        if not self.readers:
-            return list(map(make, fetched))
-        result = []
-        for row in fetched:
-            values = list(row)
-            for position, reader in self.readers:
-                values[position] = reader(values[position])
-            result.append(make(values))
-        return result
+        with collector_paused():  # thousands of new rows: see records.collector_paused
+            if not self.readers:
+                return list(map(make, fetched))
+            result = []
+            for row in fetched:
+                values = list(row)
+                for position, reader in self.readers:
+                    values[position] = reader(values[position])
+                result.append(make(values))
+            return result
 
 
 _PREPARED: dict[tuple[str, str, str, int], _Prepared] = {}

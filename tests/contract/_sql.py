@@ -9,11 +9,27 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection, event
 from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.orm import Session
 
 from agentledger.testing import Harness
 
 T = TypeVar("T")
 _CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE")
+
+
+@contextmanager
+def orm_transactions() -> Iterator[list[object]]:
+    """Every ORM Session transaction begun inside the block (driver SQL begins none)."""
+    begun: list[object] = []
+
+    def record(session: Session, transaction: Any, connection: Any) -> None:
+        begun.append(session)
+
+    event.listen(Session, "after_begin", record)
+    try:
+        yield begun
+    finally:
+        event.remove(Session, "after_begin", record)
 
 
 @contextmanager

@@ -19,6 +19,8 @@ from sqlalchemy.orm import Session
 from .._checks import bounded_int
 from ..errors import NotFoundError
 from ..ids import validate_id
+from ..records import collector_paused
+from ._base import Executor, NeedsSession, Work
 from ._session_row import session_exists
 from ._statements import stream_options
 
@@ -45,13 +47,11 @@ class SeqLog:
         self.max_read = max_read
         """The most rows one read may ask for."""
 
-    def last(
-        self, session: Session, connection: Connection, id: str, n: object
-    ) -> Sequence[Row[Any]]:
+    def last(self, work: Work, connection: Executor, id: str, n: object) -> Sequence[Row[Any]]:
         """The newest ``n`` rows of session ``id``, in seq order."""
         validate_id(id)
         count = bounded_int(n, "n", low=1, high=self.max_read)
-        return list(reversed(self.rows(session, connection, id, self._last, n=count)))
+        return list(reversed(self.rows(work, connection, id, self._last, n=count)))
 
     def last_rows(self, session: Session, id: str, count: int) -> Sequence[Row[Any]]:
         """The newest ``count`` rows of session ``id`` (checked by the caller), in seq
@@ -65,28 +65,34 @@ class SeqLog:
         return session.connection().execute(self._all, {"id": id}).all()
 
     def window(
-        self, session: Session, connection: Connection, id: str, *, after_seq: object, limit: object
+        self, work: Work, connection: Executor, id: str, *, after_seq: object, limit: object
     ) -> Sequence[Row[Any]]:
         """Up to ``limit`` rows of session ``id`` after ``after_seq``, in seq order."""
         validate_id(id)
         count = bounded_int(limit, "limit", low=1, high=self.max_read)
         after = bounded_int(after_seq, "after_seq")
-        return self.rows(session, connection, id, self._window, after=after, n=count)
+        return self.rows(work, connection, id, self._window, after=after, n=count)
 
-    def all(self, session: Session, connection: Connection, id: str) -> Sequence[Row[Any]]:
+    def all(self, work: Work, connection: Executor, id: str) -> Sequence[Row[Any]]:
         """Every row of session ``id``, in seq order."""
         validate_id(id)
-        return self.rows(session, connection, id, self._all)
+        return self.rows(work, connection, id, self._all)
 
     def rows(
-        self, session: Session, connection: Connection, id: str, query: Select[Any], **params: Any
+        self, work: Work, connection: Executor, id: str, query: Select[Any], **params: Any
     ) -> Sequence[Row[Any]]:
         """The rows of ``query`` (on session ``id``), read on ``connection`` (the
-        repository's ``_one_statement_session_connection``); NotFoundError when there
-        are none and the session does not exist."""
+        repository's ``_one_statement_connection``: driver SQL, or SQLAlchemy's
+        Connection); NotFoundError when there are none and the session does not exist
+        (looked up on ``work``'s Session: driver SQL falls back to SQLAlchemy for it,
+        which only an empty answer pays)."""
         if params.get("n", 0) > STREAM_ABOVE:
+            if not isinstance(connection, Connection):
+                raise NeedsSession("a streamed read needs SQLAlchemy's server-side cursor")
             connection = connection.execution_options(**stream_options(connection, STREAM_ABOVE))
-        rows = connection.execute(query, {"id": id, **params}).all()
-        if not rows and not session_exists(session, id):
+        result = connection.execute(query, {"id": id, **params})
+        with collector_paused():  # building thousands of rows: see records.collector_paused
+            rows = result.all()
+        if not rows and not session_exists(work.session, id):
             raise NotFoundError(f"no session {id!r}", id=id)
         return rows

@@ -606,18 +606,16 @@ class MessageRepository(Repository):
         self._session.connection().execute(_DELETE_FROM, {"id": record.id, "seq": newest[0].seq})
         return Popped(session=after, messages=newest)
 
-    @operation(writes=False)
+    @operation(writes=False, on_driver=True)
     def last(self, id: str, n: int) -> list[Message]:
         """The most recent ``n`` messages, in chronological (seq) order.
 
         Raises:
             NotFoundError: no such session.
         """
-        return messages_of(
-            _LOG.last(self._session, self._one_statement_session_connection(), id, n), id
-        )
+        return messages_of(_LOG.last(self._work, self._one_statement_connection(), id, n), id)
 
-    @operation(writes=False)
+    @operation(writes=False, on_driver=True)
     def window(self, id: str, *, after_seq: int = 0, limit: int = 100) -> list[Message]:
         """Up to ``limit`` messages after ``after_seq``, in seq order: page through a long
         conversation by passing the last seq seen.
@@ -627,8 +625,8 @@ class MessageRepository(Repository):
         """
         return messages_of(
             _LOG.window(
-                self._session,
-                self._one_statement_session_connection(),
+                self._work,
+                self._one_statement_connection(),
                 id,
                 after_seq=after_seq,
                 limit=limit,
@@ -636,7 +634,7 @@ class MessageRepository(Repository):
             id,
         )
 
-    @operation(writes=False)
+    @operation(writes=False, on_driver=True)
     def since(self, id: str, at: datetime, *, last: int | None = None) -> list[Message]:
         """The messages created at or after ``at`` (inclusive), in time order (ties by
         seq); with ``last``, only the newest ``last`` of them. One indexed query.
@@ -647,7 +645,7 @@ class MessageRepository(Repository):
         """
         return self._by_time(id, at, before=False, last=last)
 
-    @operation(writes=False)
+    @operation(writes=False, on_driver=True)
     def before(self, id: str, at: datetime, *, last: int | None = None) -> list[Message]:
         """The messages created before ``at``, in time order (ties by seq); with
         ``last``, only the newest ``last`` of them. One indexed query.
@@ -666,8 +664,8 @@ class MessageRepository(Repository):
         if last is not None:
             params["n"] = bounded_int(last, "last", low=1, high=MAX_READ)
         rows = _LOG.rows(
-            self._session,
-            self._one_statement_session_connection(),
+            self._work,
+            self._one_statement_connection(),
             id,
             _TIME_READS[before, last is not None],
             **params,
@@ -695,16 +693,14 @@ class MessageRepository(Repository):
         found = {"session": record, "messages": messages_of(rows, id)}
         return from_stored(Conversation, found)
 
-    @operation(writes=False)
+    @operation(writes=False, on_driver=True)
     def all(self, id: str) -> list[Message]:
         """The whole conversation, in seq order.
 
         Raises:
             NotFoundError: no such session.
         """
-        return messages_of(
-            _LOG.all(self._session, self._one_statement_session_connection(), id), id
-        )
+        return messages_of(_LOG.all(self._work, self._one_statement_connection(), id), id)
 
 
 def _keys_and_scopes(scopes: _state.Scopes) -> CompoundSelect[Any]:

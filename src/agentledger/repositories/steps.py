@@ -362,7 +362,7 @@ class StepRepository(Repository):
         Raises:
             NotFoundError: no such session.
         """
-        return steps_of(_LOG.last(self._session, self._one_statement_session_connection(), id, n))
+        return steps_of(_LOG.last(self._work, self._one_statement_session_connection(), id, n))
 
     @operation(writes=False)
     def window(self, id: str, *, after_seq: int = 0, limit: int = 1000) -> list[Step]:
@@ -372,7 +372,7 @@ class StepRepository(Repository):
             NotFoundError: no such session.
         """
         rows = _LOG.window(
-            self._session,
+            self._work,
             self._one_statement_session_connection(),
             id,
             after_seq=after_seq,
@@ -412,7 +412,7 @@ class StepRepository(Repository):
             "n": bounded_int(limit, "limit", low=1, high=MAX_BATCH),
         }
         return steps_of(
-            _LOG.rows(self._session, self._one_statement_session_connection(), id, query, **params)
+            _LOG.rows(self._work, self._one_statement_session_connection(), id, query, **params)
         )
 
     def iterate(self, id: str, *, batch: int = 1000) -> Iterator[Step]:

@@ -16,8 +16,7 @@ from typing import Any, cast
 
 import pytest
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_config
-from sqlalchemy import Table, bindparam, create_engine, event, select, text
-from sqlalchemy.orm import Session
+from sqlalchemy import Table, bindparam, create_engine, select, text
 from sqlalchemy.pool import NullPool
 
 from agentledger import DatabaseLockedError, Ledger, ValidationError, configure_sqlite_engine
@@ -33,28 +32,13 @@ from agentledger.integrations.langgraph import LedgerSaver
 from agentledger.models import AgentLangGraphBlob, AgentLangGraphCheckpoint, AgentSession
 from agentledger.testing import tier
 
-from ...contract._sql import statements_during
+from ...contract._sql import orm_transactions, statements_during
 from ...databases import scratch_database
 from .conftest import Saved
 
 SESSIONS = cast(Table, AgentSession.__table__)
 CHECKPOINTS = cast(Table, AgentLangGraphCheckpoint.__table__)
 BLOBS = cast(Table, AgentLangGraphBlob.__table__)
-
-
-@contextmanager
-def _orm_transactions() -> Iterator[list[object]]:
-    """Every ORM Session transaction begun inside the block."""
-    begun: list[object] = []
-
-    def record(session: Session, transaction: Any, connection: Any) -> None:
-        begun.append(session)
-
-    event.listen(Session, "after_begin", record)
-    try:
-        yield begun
-    finally:
-        event.remove(Session, "after_begin", record)
 
 
 @tier("driver")
@@ -64,7 +48,7 @@ async def test_hot_calls_on_a_stored_thread_begin_no_orm_session_where_driver_sq
     config = generate_config("hot")
     checkpoint = generate_checkpoint(channel_values={"v": 1}, channel_versions={"v": 1})
     config = await saved.saver.aput(config, checkpoint, {"step": 0}, {"v": 1})
-    with _orm_transactions() as begun:
+    with orm_transactions() as begun:
         following = generate_checkpoint(channel_values={"v": 2}, channel_versions={"v": 2})
         latest = await saved.saver.aput(config, following, {"step": 1}, {"v": 2})
         await saved.saver.aput_writes(latest, [("v", 3)], "task")
@@ -97,7 +81,7 @@ async def test_a_thread_s_first_put_creates_its_session_without_an_orm_session_o
     saved: Saved,
 ) -> None:
     checkpoint = generate_checkpoint(channel_values={"v": 1}, channel_versions={"v": 1})
-    with _orm_transactions() as begun:
+    with orm_transactions() as begun:
         await saved.saver.aput(generate_config("first"), checkpoint, {"step": 0}, {"v": 1})
     on_driver = saved.ledger.engine.dialect.name in ("sqlite", "postgresql")
     assert (begun == []) is on_driver
@@ -124,7 +108,7 @@ def test_the_driver_sql_option_chooses_the_path_of_the_hot_calls(
 ) -> None:
     with Ledger(f"sqlite:///{tmp_path / 'path.db'}", driver_sql=driver_sql) as ledger:
         ledger.upgrade()
-        with _orm_transactions() as begun:
+        with orm_transactions() as begun:
             _one_hot_thread(ledger)
     assert (begun == []) is driver_sql
 
@@ -135,7 +119,7 @@ def test_a_borrowed_engine_runs_the_hot_calls_through_sqlalchemy(tmp_path: Path)
     try:
         with Ledger(engine=engine) as ledger:
             ledger.upgrade()
-            with _orm_transactions() as begun:
+            with orm_transactions() as begun:
                 _one_hot_thread(ledger)
         assert begun != []
     finally:
@@ -153,7 +137,7 @@ def test_sql_logging_shows_the_statements_driver_sql_sends(
     with Ledger(f"sqlite:///{tmp_path / 'logged.db'}") as ledger:
         ledger.upgrade()
         with (
-            _orm_transactions() as begun,
+            orm_transactions() as begun,
             caplog.at_level(logging.INFO, logger="sqlalchemy.engine.Engine"),
         ):
             _one_hot_thread(ledger)
