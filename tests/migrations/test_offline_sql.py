@@ -26,7 +26,8 @@ def test_offline_sql_creates_every_table_and_stamps_head(dialect: str) -> None:
 
     for table in OUR_TABLES | {VERSION_TABLE}:
         assert f"CREATE TABLE {table} (" in script
-    assert f"INSERT INTO {VERSION_TABLE} (version_num) VALUES ('agentledger_0001')" in script
+    # A plain INSERT: an offline script fetches nothing back (no RETURNING).
+    assert f"INSERT INTO {VERSION_TABLE} (version_num) VALUES ('agentledger_0001');" in script
     assert f"UPDATE {VERSION_TABLE} SET version_num='{migrations.head()}'" in script
     assert "alembic_version " not in script.replace(VERSION_TABLE, "")
 

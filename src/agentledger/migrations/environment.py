@@ -70,6 +70,10 @@ def _run_offline(context: EnvironmentContext, schema: str | None, options: dict[
         dialect_opts={"paramstyle": "named"},
         **options,
     )
+    # A script fetches nothing back: without this, the version table's INSERT asks for
+    # its key by RETURNING, which on Oracle is RETURNING ... INTO a bind parameter no
+    # SQL*Plus script can fill (the version is a literal_column, so SQLAlchemy fetches it).
+    context.get_context().dialect.insert_returning = False
     with context.begin_transaction():
         context.run_migrations()
 
