@@ -37,14 +37,15 @@ from typing import Any, cast
 
 import pytest
 from alembic import command
-from sqlalchemy import Column, Connection, Table, create_mock_engine
-from sqlalchemy.dialects import mssql, oracle
+from sqlalchemy import BigInteger, Column, Connection, MetaData, Table, create_mock_engine
+from sqlalchemy.dialects import mssql, mysql, oracle, postgresql, sqlite
 from sqlalchemy.engine import Dialect, make_url
-from sqlalchemy.schema import CreateColumn
+from sqlalchemy.schema import CreateColumn, CreateTable
 
 from agentledger import migrations
 from agentledger.migrations.locks import migration_lock, migration_run
 from agentledger.models import TEXT_INDEXES, VERSION_TABLE, metadata
+from agentledger.models.types import ORACLE_EXTENDED
 
 HELPER = Path(__file__).with_name("_compile_statements.py")
 COCKROACHDB_INSTALLED = importlib.util.find_spec("sqlalchemy_cockroachdb") is not None
@@ -70,6 +71,14 @@ def dialect_of(name: str) -> Dialect:
     return cast(Dialect, mssql.dialect(**DIALECT_OPTIONS["mssql"]))  # type: ignore[no-untyped-call]
 
 
+def live_dialect(name: str) -> Dialect:
+    """A dialect agentledger runs on live, as a compiler."""
+    if name == "mariadb":
+        return cast(Dialect, mysql.dialect(is_mariadb=True))  # type: ignore[no-untyped-call]
+    module = {"postgresql": postgresql, "mysql": mysql, "sqlite": sqlite}[name]
+    return cast(Dialect, module.dialect())  # type: ignore[attr-defined]
+
+
 def models_ddl(name: str) -> list[str]:
     """The CREATE statements of the models, compiled for the dialect ``name``."""
     statements: list[str] = []
@@ -93,16 +102,18 @@ def migrations_sql(url: str) -> str:
 
 
 def column_type(column: Column[Any], dialect: Dialect) -> str:
-    """The column's type as ``dialect``'s CREATE TABLE declares it."""
+    """The column's type as ``dialect``'s CREATE TABLE declares it (without Oracle's
+    identity clause, which takes the place of NOT NULL)."""
     declared = str(CreateColumn(column).compile(dialect=dialect))
     name = dialect.identifier_preparer.format_column(column)
-    return declared.removeprefix(name).strip().split(" NOT NULL")[0].split(" NULL")[0]
+    declared = declared.removeprefix(name).strip().split(" GENERATED ")[0]
+    return declared.split(" NOT NULL")[0].split(" NULL")[0]
 
 
 # -- 1. the models -----------------------------------------------------------------------
 
 INDEX_KEY_LIMITS = {"oracle": (6398, 6398), "mssql": (900, 1700)}
-"""Bytes an index key may take: (primary key, any other), as found in the docs.
+"""Bytes an index key may take: (clustered primary key, any other), as found in the docs.
 
 SQL Server: 900 bytes for a clustered index, which a PRIMARY KEY is by default, and
 1,700 for a nonclustered one since SQL Server 2016; NVARCHAR counts 2 bytes a character
@@ -134,9 +145,11 @@ def key_bytes(name: str, columns: Iterable[Column[Any]]) -> int:
 
 
 def keys_of(table: Table) -> list[tuple[str, bool, list[Column[Any]]]]:
-    """Each index-backed key of ``table``: its name, whether it is the primary key, its
-    columns (the text indexes, made on their own families only, left out)."""
-    found = [(str(table.primary_key.name), True, list(table.primary_key.columns))]
+    """Each index-backed key of ``table``: its name, whether it is SQL Server's clustered
+    index (the primary key, unless declared ``mssql_clustered=False``), its columns (the
+    text indexes, made on their own families only, left out)."""
+    clustered = table.primary_key.dialect_options["mssql"]["clustered"] is not False
+    found = [(str(table.primary_key.name), clustered, list(table.primary_key.columns))]
     found += [
         (str(c.name), False, list(c.columns))  # type: ignore[attr-defined]
         for c in table.constraints
@@ -161,7 +174,9 @@ TYPES_ALLOWED: dict[str, str] = {
 
 
 def unfit_types(name: str, table: Table) -> list[str]:
-    """The columns of ``table`` whose type ``name`` lacks or reads differently."""
+    """The columns of ``table`` whose type ``name`` lacks or reads differently: on
+    Oracle, a VARCHAR2 past 4,000 bytes is one unless it is one of the two
+    ``ORACLE_EXTENDED`` names (MAX_STRING_SIZE=EXTENDED: up to 32,767 bytes)."""
     dialect = dialect_of(name)
     unfit = []
     for column in table.columns:
@@ -170,59 +185,13 @@ def unfit_types(name: str, table: Table) -> list[str]:
         if found is None:
             unfit.append(f"{column.name} {declared}")
         elif name == "oracle" and found[1] is not None and 4 * int(found[1]) > 4000:
-            unfit.append(f"{column.name} {declared} (over 4,000 bytes)")
+            if (table.name, column.name) not in ORACLE_EXTENDED:
+                unfit.append(f"{column.name} {declared} (over 4,000 bytes)")
+            elif 4 * int(found[1]) > 32767:
+                unfit.append(f"{column.name} {declared} (over 32,767 bytes)")
         elif name == "mssql" and found[1] not in (None, "max") and int(found[1]) > 4000:
             unfit.append(f"{column.name} {declared} (over 4,000 characters)")
     return unfit
-
-
-MSSQL_CLUSTERED_KEYS = pytest.mark.xfail(
-    strict=True,
-    reason="the primary key takes more than SQL Server's 900 bytes for a clustered index "
-    "at 2 bytes a character: it needs PrimaryKeyConstraint(mssql_clustered=False) "
-    "(nonclustered, 1,700 bytes) in models/memory.py, langgraph.py and scoped_state.py "
-    "and in migrations 0003, 0004 and 0006; not a column type",
-)
-MSSQL_VARCHAR = pytest.mark.xfail(
-    strict=True,
-    reason="plain String(n)/Text() columns of the model compile to VARCHAR/VARCHAR(max), a "
-    "code page rather than Unicode, on SQL Server: the models (session.py, message.py, "
-    "step.py, grant.py, langgraph.py) would need a Unicode type from models/types.py",
-)
-ORACLE_LONG_VARCHAR2 = pytest.mark.xfail(
-    strict=True,
-    reason="VARCHAR2(n CHAR) over 1,000 characters passes 4,000 bytes at 4 a character: "
-    "grants.capability (4,096, _limits.MAX_CAPABILITY_LENGTH: VARCHAR2(4096 CHAR) is "
-    "refused outright under MAX_STRING_SIZE=STANDARD) and sessions.external_key (1,024, "
-    "MAX_EXTERNAL_KEY_LENGTH); both are compared with =, so CLOB will not do: Oracle "
-    "needs MAX_STRING_SIZE=EXTENDED or shorter limits",
-)
-XFAIL_TYPES = {
-    ("mssql", "agentledger_sessions"): MSSQL_VARCHAR,
-    ("mssql", "agentledger_messages"): MSSQL_VARCHAR,
-    ("mssql", "agentledger_steps"): MSSQL_VARCHAR,
-    ("mssql", "agentledger_grants"): MSSQL_VARCHAR,
-    ("mssql", "agentledger_langgraph_checkpoints"): MSSQL_VARCHAR,
-    ("mssql", "agentledger_langgraph_blobs"): MSSQL_VARCHAR,
-    ("mssql", "agentledger_langgraph_writes"): MSSQL_VARCHAR,
-    ("oracle", "agentledger_sessions"): ORACLE_LONG_VARCHAR2,
-    ("oracle", "agentledger_grants"): ORACLE_LONG_VARCHAR2,
-}
-XFAIL_KEYS = {
-    ("mssql", "agentledger_memory_items"): MSSQL_CLUSTERED_KEYS,
-    ("mssql", "agentledger_user_state"): MSSQL_CLUSTERED_KEYS,
-    ("mssql", "agentledger_langgraph_blobs"): MSSQL_CLUSTERED_KEYS,
-    ("mssql", "agentledger_langgraph_writes"): MSSQL_CLUSTERED_KEYS,
-}
-
-
-def per_table(marks: dict[tuple[str, str], pytest.MarkDecorator]) -> list[Any]:
-    """(dialect, table) parameters, each with its xfail mark where it has one."""
-    return [
-        pytest.param(name, table, marks=[marks[(name, table)]] if (name, table) in marks else [])
-        for name in ON_PAPER
-        for table in TABLES
-    ]
 
 
 @pytest.mark.parametrize("name", ON_PAPER)
@@ -236,12 +205,14 @@ def test_every_table_and_index_of_the_models_compiles(name: str) -> None:
     assert set(indexes) == every - TEXT_INDEXES
 
 
-@pytest.mark.parametrize(("name", "table"), per_table(XFAIL_TYPES))
+@pytest.mark.parametrize("table", TABLES)
+@pytest.mark.parametrize("name", ON_PAPER)
 def test_every_column_has_a_type_the_dialect_has_and_reads_alike(name: str, table: str) -> None:
     assert unfit_types(name, metadata.tables[table]) == []
 
 
-@pytest.mark.parametrize(("name", "table"), per_table(XFAIL_KEYS))
+@pytest.mark.parametrize("table", TABLES)
+@pytest.mark.parametrize("name", ON_PAPER)
 def test_every_key_fits_the_dialects_index_key_limit(name: str, table: str) -> None:
     primary_limit, other_limit = INDEX_KEY_LIMITS[name]
     over = [
@@ -259,22 +230,7 @@ def test_the_key_limit_check_counts_two_bytes_a_character_on_sql_server() -> Non
     assert key_bytes("oracle", items.primary_key.columns) == 4 * 767 + 2
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(
-            "oracle",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="Oracle makes no autoincrement key without Identity() (or a "
-                "Sequence) on the column: models/message.py, step.py and grant.py's "
-                "BigIntId ids need Identity(), and migration 0001 with them; an INSERT "
-                "there now stores NULL into the id (ORA-01400)",
-            ),
-        ),
-        "mssql",
-    ],
-)
+@pytest.mark.parametrize("name", ON_PAPER)
 def test_every_autoincrement_key_is_generated_by_the_database(name: str) -> None:
     dialect = dialect_of(name)
     keys = [
@@ -289,6 +245,33 @@ def test_every_autoincrement_key_is_generated_by_the_database(name: str) -> None
     ]
     for column in keys:
         assert "IDENTITY" in str(CreateColumn(column).compile(dialect=dialect))
+
+
+def test_oracle_declares_two_columns_only_under_max_string_size_extended() -> None:
+    # docs/dialects.md: the two compared text columns past 4,000 bytes, and no other.
+    dialect = dialect_of("oracle")
+    past_standard = {
+        (table.name, column.name)
+        for table in metadata.sorted_tables
+        for column in table.columns
+        if (width := re.fullmatch(r"VARCHAR2\((\d+) CHAR\)", column_type(column, dialect)))
+        and 4 * int(width[1]) > 4000
+    }
+    assert past_standard == ORACLE_EXTENDED
+
+
+@pytest.mark.parametrize("name", ["postgresql", "mysql", "mariadb", "sqlite"])
+def test_the_identity_and_nonclustered_keys_are_the_dialects_alone(name: str) -> None:
+    ddl = "\n".join(
+        str(CreateTable(t).compile(dialect=live_dialect(name))) for t in metadata.sorted_tables
+    )
+    assert "IDENTITY" not in ddl and "CLUSTERED" not in ddl
+
+
+def test_a_hosts_own_oracle_key_gets_no_identity() -> None:
+    # The identity clause is BigIntId's: a host's tables on Oracle compile as before.
+    host = Table("host", MetaData(), Column("id", BigInteger, primary_key=True))
+    assert "IDENTITY" not in str(CreateTable(host).compile(dialect=dialect_of("oracle")))
 
 
 # -- 2. the migrations -------------------------------------------------------------------
@@ -330,7 +313,9 @@ def final_columns(script: str) -> dict[tuple[str, str], str]:
         for line in body.splitlines():
             column = re.match(r"\s+(\[\w+\]|\"\w+\"|\w+) (.+?)(?: NOT NULL| NULL)?,?\s*$", line)
             if column and column[1].upper() != "CONSTRAINT":
-                found[(table, column[1].strip('[]"'))] = column[2].split(" IDENTITY")[0]
+                found[(table, column[1].strip('[]"'))] = re.split(
+                    " GENERATED | IDENTITY", column[2]
+                )[0]
     for table, _change, column, declared in re.findall(
         r"ALTER TABLE (\w+) (ADD COLUMN|ADD|MODIFY|ALTER COLUMN) (\[\w+\]|\"\w+\"|\w+) "
         r"(?:TYPE )?([^;\n]+?)"

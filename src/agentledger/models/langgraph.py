@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ForeignKey, Index, Integer, String, Text
+from sqlalchemy import ForeignKey, Index, Integer, Unicode, UnicodeText
 from sqlalchemy.orm import Mapped, mapped_column
 
 from .._limits import MAX_CHANNEL_LENGTH as MAX_CHANNEL_LENGTH
@@ -23,7 +23,15 @@ from .._limits import MAX_TASK_ID_LENGTH as MAX_TASK_ID_LENGTH
 from .._limits import MAX_TYPE_LENGTH as MAX_TYPE_LENGTH
 from .._limits import MAX_VERSION_LENGTH as MAX_VERSION_LENGTH
 from .base import MYSQL_TABLE_ARGS, Base
-from .types import Binary, Identifier, JSONDocument, JSONState, OrderedIdentifier, UTCDateTime
+from .types import (
+    Binary,
+    Identifier,
+    JSONDocument,
+    JSONState,
+    OrderedIdentifier,
+    UTCDateTime,
+    nonclustered_primary_key,
+)
 
 _SESSION_FK = "agentledger_sessions.id"
 
@@ -57,7 +65,7 @@ class AgentLangGraphCheckpoint(Base):
     foreign key, since a parent may be pruned while its children stay."""
     run_id: Mapped[str | None] = mapped_column(Identifier(255))
     """The run that wrote it (``metadata["run_id"]``), for ``delete_for_runs``."""
-    type: Mapped[str] = mapped_column(String(MAX_TYPE_LENGTH))
+    type: Mapped[str] = mapped_column(Unicode(MAX_TYPE_LENGTH))
     """The serializer's type tag of ``checkpoint`` (``+zlib`` at its end: compressed)."""
     checkpoint: Mapped[bytes] = mapped_column(Binary())
     """The checkpoint as serialized, its channel values left out."""
@@ -98,13 +106,17 @@ class AgentLangGraphBlob(Base):
     """The channel's name."""
     version: Mapped[str] = mapped_column(Identifier(MAX_VERSION_LENGTH), primary_key=True)
     """The channel's version (as text)."""
-    type: Mapped[str] = mapped_column(String(MAX_TYPE_LENGTH))
+    type: Mapped[str] = mapped_column(Unicode(MAX_TYPE_LENGTH))
     """The serializer's type tag (``+zlib`` at its end: ``blob`` is compressed);
     ``empty`` for a channel without a value."""
     blob: Mapped[bytes | None] = mapped_column(Binary())
     """The serialized value (NULL when empty)."""
 
-    __table_args__ = (MYSQL_TABLE_ARGS,)
+    __table_args__ = (
+        # Wider than SQL Server's 900 bytes of clustered key: nonclustered there.
+        nonclustered_primary_key("session_id", "checkpoint_ns", "channel", "version"),
+        MYSQL_TABLE_ARGS,
+    )
 
 
 class AgentLangGraphWrite(Base):
@@ -129,11 +141,15 @@ class AgentLangGraphWrite(Base):
     (error, interrupt, resume...), which a later write of the task replaces."""
     channel: Mapped[str] = mapped_column(Identifier(MAX_CHANNEL_LENGTH))
     """The channel written."""
-    type: Mapped[str] = mapped_column(String(MAX_TYPE_LENGTH))
+    type: Mapped[str] = mapped_column(Unicode(MAX_TYPE_LENGTH))
     """The serializer's type tag of ``blob`` (``+zlib`` at its end: compressed)."""
     blob: Mapped[bytes] = mapped_column(Binary())
     """The serialized value."""
-    task_path: Mapped[str] = mapped_column(Text())
+    task_path: Mapped[str] = mapped_column(UnicodeText())
     """The task's path (LangGraph orders a step's writes by it)."""
 
-    __table_args__ = (MYSQL_TABLE_ARGS,)
+    __table_args__ = (
+        # Wider than SQL Server's 900 bytes of clustered key: nonclustered there.
+        nonclustered_primary_key("session_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx"),
+        MYSQL_TABLE_ARGS,
+    )

@@ -27,6 +27,7 @@ from .types import (
     LongText,
     OrderedIdentifier,
     UTCDateTime,
+    nonclustered_primary_key,
     text_indexes,
 )
 
@@ -78,6 +79,8 @@ class AgentMemoryItem(Base):
 
     __mapper_args__ = {"version_id_col": revision}
     __table_args__ = (
+        # Wider than SQL Server's 900 bytes of clustered key: nonclustered there.
+        nonclustered_primary_key("namespace", "key"),
         # The sweeper's range: items whose time has run out.
         Index(None, "expires_at"),
         MYSQL_TABLE_ARGS,

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from .._limits import MAX_SCOPE_LENGTH
 from .base import MYSQL_TABLE_ARGS, Base
-from .types import Identifier, JSONState, UTCDateTime
+from .types import Identifier, JSONState, UTCDateTime, nonclustered_primary_key
 
 
 class AgentAppState(Base):
@@ -64,4 +64,8 @@ class AgentUserState(Base):
     """Optimistic-concurrency version: 1 when first written, one more per write."""
 
     __mapper_args__ = {"version_id_col": revision}
-    __table_args__ = (MYSQL_TABLE_ARGS,)
+    __table_args__ = (
+        # Wider than SQL Server's 900 bytes of clustered key: nonclustered there.
+        nonclustered_primary_key("app_name", "user_id"),
+        MYSQL_TABLE_ARGS,
+    )

@@ -5,7 +5,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import BigInteger, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import (
+    BigInteger,
+    ForeignKey,
+    Index,
+    Integer,
+    Unicode,
+    UnicodeText,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from .._limits import MAX_ROW_KEY_LENGTH
@@ -34,11 +42,11 @@ class AgentStep(Base):
     """The index the harness recorded; stored as given and not unique (loops reuse them)."""
     run_id: Mapped[str | None] = mapped_column(Identifier(128))
     """The run (one turn of the agent loop) the step belongs to, if the harness names runs."""
-    kind: Mapped[str] = mapped_column(String(32))
+    kind: Mapped[str] = mapped_column(Unicode(32))
     """``model`` for a model call, ``tool`` for a tool call, or a harness's own kind."""
-    name: Mapped[str | None] = mapped_column(String(255))
+    name: Mapped[str | None] = mapped_column(Unicode(255))
     """The tool's name for a tool step; free for other kinds."""
-    model: Mapped[str | None] = mapped_column(String(255))
+    model: Mapped[str | None] = mapped_column(Unicode(255))
     """The model that answered a model step."""
     input: Mapped[Any] = mapped_column(JSONDocument(none_as_null=True), nullable=True)
     """What the step was given (JSON), if recorded."""
@@ -58,7 +66,7 @@ class AgentStep(Base):
     """When the step started (UTC)."""
     ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     """When the step ended, if it did."""
-    error: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(UnicodeText())
     """The error the step ended with, if any."""
     external_key: Mapped[str | None] = mapped_column(Identifier(MAX_ROW_KEY_LENGTH))
     """The caller's key for the step, unique per session: appending a key again returns
