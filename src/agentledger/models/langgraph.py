@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ForeignKey, Index, Integer, Unicode, UnicodeText
+from sqlalchemy import ForeignKey, Index, Integer, Unicode
 from sqlalchemy.orm import Mapped, mapped_column
 
 from .._limits import MAX_CHANNEL_LENGTH as MAX_CHANNEL_LENGTH
@@ -29,6 +29,7 @@ from .types import (
     JSONDocument,
     JSONState,
     OrderedIdentifier,
+    PlainText,
     UTCDateTime,
     nonclustered_primary_key,
 )
@@ -145,7 +146,7 @@ class AgentLangGraphWrite(Base):
     """The serializer's type tag of ``blob`` (``+zlib`` at its end: compressed)."""
     blob: Mapped[bytes] = mapped_column(Binary())
     """The serialized value."""
-    task_path: Mapped[str] = mapped_column(UnicodeText())
+    task_path: Mapped[str] = mapped_column(PlainText())
     """The task's path (LangGraph orders a step's writes by it)."""
 
     __table_args__ = (

@@ -11,14 +11,13 @@ from sqlalchemy import (
     Index,
     Integer,
     Unicode,
-    UnicodeText,
     UniqueConstraint,
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from .._limits import MAX_ROW_KEY_LENGTH
 from .base import MYSQL_TABLE_ARGS, Base
-from .types import BigIntId, Identifier, JSONDocument, UTCDateTime
+from .types import BigIntId, Identifier, JSONDocument, PlainText, UTCDateTime
 
 if TYPE_CHECKING:
     from .session import AgentSession
@@ -66,7 +65,7 @@ class AgentStep(Base):
     """When the step started (UTC)."""
     ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     """When the step ended, if it did."""
-    error: Mapped[str | None] = mapped_column(UnicodeText())
+    error: Mapped[str | None] = mapped_column(PlainText())
     """The error the step ended with, if any."""
     external_key: Mapped[str | None] = mapped_column(Identifier(MAX_ROW_KEY_LENGTH))
     """The caller's key for the step, unique per session: appending a key again returns

@@ -30,7 +30,7 @@ This module is the one home of column-type dialect differences:
   whose key stops at 900 bytes (NVARCHAR takes 2 a character); a nonclustered one
   takes 1,700. Wider keys are nonclustered there; no other dialect reads the option.
 - Free text (titles, roles, kinds, errors): SQLAlchemy's ``Unicode(n)`` and
-  ``UnicodeText()``, VARCHAR(n) and TEXT everywhere but SQL Server, where they are
+  ``PlainText()``, VARCHAR(n) and TEXT everywhere but SQL Server, where they are
   NVARCHAR(n) and NVARCHAR(max) (its VARCHAR holds a code page, not Unicode).
 - ``OrderedIdentifier``: an identifier that is also sorted on (LangGraph's checkpoint
   ids): byte order everywhere, so PostgreSQL's "C" collation (a database's default
@@ -216,14 +216,18 @@ def OrderedIdentifier(length: int) -> TypeEngine[str]:
     )
 
 
+def PlainText() -> TypeEngine[str]:
+    """Unicode text without a declared length: TEXT (64 KiB on MariaDB/MySQL), CLOB on
+    Oracle, NVARCHAR(max) on SQL Server, named, since SQLAlchemy's UnicodeText there is
+    NTEXT (deprecated) unless a server of 2012 or later was seen: an offline script
+    sees none."""
+    return UnicodeText().with_variant(mssql.NVARCHAR("max"), "mssql")  # type: ignore[arg-type]
+
+
 def LongText() -> TypeEngine[str]:
     """Text of any length: MariaDB/MySQL's TEXT stops at 64 KiB, so LONGTEXT there;
-    NVARCHAR(max) on SQL Server; CLOB on Oracle."""
-    return (
-        Text()
-        .with_variant(mysql.LONGTEXT(), *MYSQL_DIALECTS)
-        .with_variant(mssql.NVARCHAR("max"), "mssql")  # type: ignore[arg-type]
-    )
+    otherwise ``PlainText``."""
+    return PlainText().with_variant(mysql.LONGTEXT(), *MYSQL_DIALECTS)
 
 
 def Binary() -> TypeEngine[bytes]:
