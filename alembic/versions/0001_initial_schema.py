@@ -13,14 +13,23 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects import mysql, postgresql
+
+# Column types (and keys) from the models' own helpers: the history creates what the
+# models declare on every dialect; models/types.py says when one may change.
+from agentledger.models.types import (
+    BigIntId,
+    Identifier,
+    JSONDocument,
+    JSONState,
+    PlainText,
+    UTCDateTime,
+)
 
 revision: str = "agentledger_0001"
 down_revision: str | None = None
 branch_labels: str | Sequence[str] | None = ("agentledger",)
 depends_on: str | Sequence[str] | None = None
 
-MYSQL = ("mysql", "mariadb")
 TABLE_OPTIONS = {"mysql_engine": "InnoDB", "mysql_charset": "utf8mb4"}
 SESSION_INDEXES = (
     ("updated_at", "id"),
@@ -34,35 +43,6 @@ def _schema() -> str | None:
     # Alembic does not apply schema_translate_map to ALTERs: every op names the schema.
     config = op.get_context().config
     return config.attributes.get("agentledger_schema") if config is not None else None
-
-
-def _id(length: int) -> sa.types.TypeEngine[str]:
-    # Binary collation on MariaDB/MySQL: ids, refs and capabilities are case-sensitive.
-    return sa.String(length).with_variant(
-        mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_bin"), *MYSQL
-    )
-
-
-def _timestamp() -> sa.types.TypeEngine[object]:
-    return (
-        sa.DateTime()
-        .with_variant(mysql.DATETIME(fsp=6), *MYSQL)
-        .with_variant(postgresql.TIMESTAMP(timezone=True), "postgresql")
-    )
-
-
-def _bigid() -> sa.types.TypeEngine[int]:
-    return sa.BigInteger().with_variant(sa.Integer(), "sqlite")
-
-
-def _json() -> sa.types.TypeEngine[object]:
-    # TEXT on SQLite: a column declared JSON gets numeric affinity there, which would
-    # turn the text of a top-level JSON number into a (rounded) number.
-    return sa.JSON().with_variant(sa.Text(), "sqlite")
-
-
-def _state() -> sa.types.TypeEngine[object]:
-    return _json().with_variant(postgresql.JSONB(), "postgresql")
 
 
 def _session_fk(table: str, schema: str | None) -> sa.ForeignKeyConstraint:
@@ -84,13 +64,13 @@ def upgrade() -> None:
     schema = _schema()
     op.create_table(
         "agentledger_sessions",
-        sa.Column("id", _id(128), nullable=False),
-        sa.Column("app_name", _id(128), nullable=True),
-        sa.Column("user_id", _id(128), nullable=True),
-        sa.Column("title", sa.String(512), nullable=True),
-        sa.Column("model", sa.String(255), nullable=True),
-        sa.Column("status", sa.String(32), nullable=False),
-        sa.Column("state", _state(), nullable=False),
+        sa.Column("id", Identifier(128), nullable=False),
+        sa.Column("app_name", Identifier(128), nullable=True),
+        sa.Column("user_id", Identifier(128), nullable=True),
+        sa.Column("title", sa.Unicode(512), nullable=True),
+        sa.Column("model", sa.Unicode(255), nullable=True),
+        sa.Column("status", sa.Unicode(32), nullable=False),
+        sa.Column("state", JSONState(), nullable=False),
         sa.Column("message_count", sa.Integer(), nullable=False),
         sa.Column("message_seq", sa.Integer(), nullable=False),
         sa.Column("step_count", sa.Integer(), nullable=False),
@@ -98,11 +78,11 @@ def upgrade() -> None:
         sa.Column("input_tokens", sa.BigInteger(), nullable=False),
         sa.Column("output_tokens", sa.BigInteger(), nullable=False),
         sa.Column("total_tokens", sa.BigInteger(), nullable=False),
-        sa.Column("last_run", _json(), nullable=True),
-        sa.Column("latest_checkpoint_ref", _id(64), nullable=True),
-        sa.Column("preview", sa.String(256), nullable=True),
-        sa.Column("created_at", _timestamp(), nullable=False),
-        sa.Column("updated_at", _timestamp(), nullable=False),
+        sa.Column("last_run", JSONDocument(), nullable=True),
+        sa.Column("latest_checkpoint_ref", Identifier(64), nullable=True),
+        sa.Column("preview", sa.Unicode(256), nullable=True),
+        sa.Column("created_at", UTCDateTime(), nullable=False),
+        sa.Column("updated_at", UTCDateTime(), nullable=False),
         sa.Column("revision", sa.Integer(), nullable=False),
         sa.PrimaryKeyConstraint("id", name="pk_agentledger_sessions"),
         schema=schema,
@@ -118,13 +98,13 @@ def upgrade() -> None:
 
     op.create_table(
         "agentledger_messages",
-        sa.Column("id", _bigid(), autoincrement=True, nullable=False),
-        sa.Column("session_id", _id(128), nullable=False),
+        sa.Column("id", BigIntId, autoincrement=True, nullable=False),
+        sa.Column("session_id", Identifier(128), nullable=False),
         sa.Column("seq", sa.Integer(), nullable=False),
-        sa.Column("role", sa.String(32), nullable=False),
-        sa.Column("content", _json(), nullable=False),
-        sa.Column("metadata", _json(), nullable=False),
-        sa.Column("created_at", _timestamp(), nullable=False),
+        sa.Column("role", sa.Unicode(32), nullable=False),
+        sa.Column("content", JSONDocument(), nullable=False),
+        sa.Column("metadata", JSONDocument(), nullable=False),
+        sa.Column("created_at", UTCDateTime(), nullable=False),
         *_child_keys("agentledger_messages", schema),
         schema=schema,
         **TABLE_OPTIONS,
@@ -132,24 +112,24 @@ def upgrade() -> None:
 
     op.create_table(
         "agentledger_steps",
-        sa.Column("id", _bigid(), autoincrement=True, nullable=False),
-        sa.Column("session_id", _id(128), nullable=False),
+        sa.Column("id", BigIntId, autoincrement=True, nullable=False),
+        sa.Column("session_id", Identifier(128), nullable=False),
         sa.Column("seq", sa.Integer(), nullable=False),
         sa.Column("step_index", sa.Integer(), nullable=False),
-        sa.Column("run_id", _id(128), nullable=True),
-        sa.Column("kind", sa.String(32), nullable=False),
-        sa.Column("name", sa.String(255), nullable=True),
-        sa.Column("model", sa.String(255), nullable=True),
-        sa.Column("input", _json(), nullable=True),
-        sa.Column("output", _json(), nullable=True),
-        sa.Column("tool_calls", _json(), nullable=True),
+        sa.Column("run_id", Identifier(128), nullable=True),
+        sa.Column("kind", sa.Unicode(32), nullable=False),
+        sa.Column("name", sa.Unicode(255), nullable=True),
+        sa.Column("model", sa.Unicode(255), nullable=True),
+        sa.Column("input", JSONDocument(), nullable=True),
+        sa.Column("output", JSONDocument(), nullable=True),
+        sa.Column("tool_calls", JSONDocument(), nullable=True),
         sa.Column("input_tokens", sa.BigInteger(), nullable=False),
         sa.Column("output_tokens", sa.BigInteger(), nullable=False),
         sa.Column("total_tokens", sa.BigInteger(), nullable=False),
-        sa.Column("usage_extra", _json(), nullable=True),
-        sa.Column("started_at", _timestamp(), nullable=False),
-        sa.Column("ended_at", _timestamp(), nullable=True),
-        sa.Column("error", sa.Text(), nullable=True),
+        sa.Column("usage_extra", JSONDocument(), nullable=True),
+        sa.Column("started_at", UTCDateTime(), nullable=False),
+        sa.Column("ended_at", UTCDateTime(), nullable=True),
+        sa.Column("error", PlainText(), nullable=True),
         *_child_keys("agentledger_steps", schema),
         schema=schema,
         **TABLE_OPTIONS,
@@ -157,13 +137,13 @@ def upgrade() -> None:
 
     op.create_table(
         "agentledger_grants",
-        sa.Column("id", _bigid(), autoincrement=True, nullable=False),
-        sa.Column("session_id", _id(128), nullable=False),
-        sa.Column("capability", _id(4096), nullable=False),
-        sa.Column("capability_hash", _id(64), nullable=False),
-        sa.Column("granted_by", sa.String(255), nullable=True),
-        sa.Column("granted_at", _timestamp(), nullable=False),
-        sa.Column("expires_at", _timestamp(), nullable=True),
+        sa.Column("id", BigIntId, autoincrement=True, nullable=False),
+        sa.Column("session_id", Identifier(128), nullable=False),
+        sa.Column("capability", Identifier(4096), nullable=False),
+        sa.Column("capability_hash", Identifier(64), nullable=False),
+        sa.Column("granted_by", sa.Unicode(255), nullable=True),
+        sa.Column("granted_at", UTCDateTime(), nullable=False),
+        sa.Column("expires_at", UTCDateTime(), nullable=True),
         sa.PrimaryKeyConstraint("id", name="pk_agentledger_grants"),
         _session_fk("agentledger_grants", schema),
         sa.UniqueConstraint(
@@ -175,14 +155,14 @@ def upgrade() -> None:
 
     op.create_table(
         "agentledger_checkpoints",
-        sa.Column("ref", _id(64), nullable=False),
-        sa.Column("session_id", _id(128), nullable=False),
+        sa.Column("ref", Identifier(64), nullable=False),
+        sa.Column("session_id", Identifier(128), nullable=False),
         sa.Column("seq", sa.Integer(), nullable=False),
-        sa.Column("parent_ref", _id(64), nullable=True),
-        sa.Column("created_at", _timestamp(), nullable=False),
-        sa.Column("expires_at", _timestamp(), nullable=True),
+        sa.Column("parent_ref", Identifier(64), nullable=True),
+        sa.Column("created_at", UTCDateTime(), nullable=False),
+        sa.Column("expires_at", UTCDateTime(), nullable=True),
         sa.Column("size", sa.Integer(), nullable=False),
-        sa.Column("payload", _json(), nullable=False),
+        sa.Column("payload", JSONDocument(), nullable=False),
         sa.PrimaryKeyConstraint("ref", name="pk_agentledger_checkpoints"),
         _session_fk("agentledger_checkpoints", schema),
         sa.UniqueConstraint("session_id", "seq", name="uq_agentledger_checkpoints_session_id_seq"),

@@ -32,14 +32,21 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects import mysql, postgresql
+
+# Column types (and keys) from the models' own helpers: the history creates what the
+# models declare on every dialect; models/types.py says when one may change.
+from agentledger.models.types import (
+    Identifier,
+    JSONState,
+    UTCDateTime,
+    nonclustered_primary_key,
+)
 
 revision: str = "agentledger_0003"
 down_revision: str | None = "agentledger_0002"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-MYSQL = ("mysql", "mariadb")
 TABLE_OPTIONS = {"mysql_engine": "InnoDB", "mysql_charset": "utf8mb4"}
 SESSION_KEY = "uq_agentledger_sessions_external_key_hash"
 MESSAGE_KEY = "uq_agentledger_messages_session_id_external_key"
@@ -57,34 +64,11 @@ def _schema() -> str | None:
     return config.attributes.get("agentledger_schema") if config is not None else None
 
 
-def _id(length: int) -> sa.types.TypeEngine[str]:
-    # Binary collation on MariaDB/MySQL: keys and scopes are compared exactly.
-    return sa.String(length).with_variant(
-        mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_bin"), *MYSQL
-    )
-
-
-def _timestamp() -> sa.types.TypeEngine[object]:
-    return (
-        sa.DateTime()
-        .with_variant(mysql.DATETIME(fsp=6), *MYSQL)
-        .with_variant(postgresql.TIMESTAMP(timezone=True), "postgresql")
-    )
-
-
-def _state() -> sa.types.TypeEngine[object]:
-    # TEXT on SQLite (a column declared JSON gets numeric affinity there), JSONB on
-    # PostgreSQL, as session state.
-    return (
-        sa.JSON().with_variant(sa.Text(), "sqlite").with_variant(postgresql.JSONB(), "postgresql")
-    )
-
-
 def _scoped_state_columns() -> list[sa.Column[object]]:
     return [
-        sa.Column("state", _state(), nullable=False),
-        sa.Column("created_at", _timestamp(), nullable=False),
-        sa.Column("updated_at", _timestamp(), nullable=False),
+        sa.Column("state", JSONState(), nullable=False),
+        sa.Column("created_at", UTCDateTime(), nullable=False),
+        sa.Column("updated_at", UTCDateTime(), nullable=False),
         sa.Column("revision", sa.Integer(), nullable=False),
     ]
 
@@ -94,29 +78,29 @@ def upgrade() -> None:
     with op.batch_alter_table("agentledger_sessions", schema=schema) as batch:
         for column in ("app_name", "user_id"):
             batch.alter_column(
-                column, type_=_id(255), existing_type=_id(128), existing_nullable=True
+                column, type_=Identifier(255), existing_type=Identifier(128), existing_nullable=True
             )
-        batch.add_column(sa.Column("external_key", _id(1024), nullable=True))
-        batch.add_column(sa.Column("external_key_hash", _id(64), nullable=True))
+        batch.add_column(sa.Column("external_key", Identifier(1024), nullable=True))
+        batch.add_column(sa.Column("external_key_hash", Identifier(64), nullable=True))
         batch.create_unique_constraint(SESSION_KEY, ["external_key_hash"])
 
     with op.batch_alter_table("agentledger_messages", schema=schema) as batch:
         batch.alter_column(
-            "role", type_=sa.String(255), existing_type=sa.String(32), existing_nullable=False
+            "role", type_=sa.Unicode(255), existing_type=sa.Unicode(32), existing_nullable=False
         )
-        batch.add_column(sa.Column("external_key", _id(255), nullable=True))
+        batch.add_column(sa.Column("external_key", Identifier(255), nullable=True))
         batch.create_unique_constraint(MESSAGE_KEY, ["session_id", "external_key"])
         batch.create_index(MESSAGE_TIME, ["session_id", "created_at", "seq"])
 
     with op.batch_alter_table("agentledger_steps", schema=schema) as batch:
-        batch.add_column(sa.Column("external_key", _id(255), nullable=True))
+        batch.add_column(sa.Column("external_key", Identifier(255), nullable=True))
         batch.create_unique_constraint(STEP_KEY, ["session_id", "external_key"])
         for name, columns in STEP_INDEXES.items():
             batch.create_index(name, columns)
 
     op.create_table(
         "agentledger_app_state",
-        sa.Column("app_name", _id(255), nullable=False),
+        sa.Column("app_name", Identifier(255), nullable=False),
         *_scoped_state_columns(),
         sa.PrimaryKeyConstraint("app_name", name="pk_agentledger_app_state"),
         schema=schema,
@@ -124,10 +108,10 @@ def upgrade() -> None:
     )
     op.create_table(
         "agentledger_user_state",
-        sa.Column("app_name", _id(255), nullable=False),
-        sa.Column("user_id", _id(255), nullable=False),
+        sa.Column("app_name", Identifier(255), nullable=False),
+        sa.Column("user_id", Identifier(255), nullable=False),
         *_scoped_state_columns(),
-        sa.PrimaryKeyConstraint("app_name", "user_id", name="pk_agentledger_user_state"),
+        nonclustered_primary_key("app_name", "user_id", name="pk_agentledger_user_state"),
         schema=schema,
         **TABLE_OPTIONS,
     )
@@ -149,7 +133,7 @@ def downgrade() -> None:
         batch.drop_constraint(MESSAGE_KEY, type_="unique")
         batch.drop_column("external_key")
         batch.alter_column(
-            "role", type_=sa.String(32), existing_type=sa.String(255), existing_nullable=False
+            "role", type_=sa.Unicode(32), existing_type=sa.Unicode(255), existing_nullable=False
         )
 
     with op.batch_alter_table("agentledger_sessions", schema=schema) as batch:
@@ -158,5 +142,5 @@ def downgrade() -> None:
         batch.drop_column("external_key")
         for column in ("app_name", "user_id"):
             batch.alter_column(
-                column, type_=_id(128), existing_type=_id(255), existing_nullable=True
+                column, type_=Identifier(128), existing_type=Identifier(255), existing_nullable=True
             )

@@ -28,14 +28,25 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects import mysql, postgresql
+
+# Column types (and keys) from the models' own helpers: the history creates what the
+# models declare on every dialect; models/types.py says when one may change.
+from agentledger.models.types import (
+    Binary,
+    Identifier,
+    JSONDocument,
+    JSONState,
+    OrderedIdentifier,
+    PlainText,
+    UTCDateTime,
+    nonclustered_primary_key,
+)
 
 revision: str = "agentledger_0004"
 down_revision: str | None = "agentledger_0003"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-MYSQL = ("mysql", "mariadb")
 TABLE_OPTIONS = {"mysql_engine": "InnoDB", "mysql_charset": "utf8mb4"}
 CHECKPOINTS = "agentledger_langgraph_checkpoints"
 BLOBS = "agentledger_langgraph_blobs"
@@ -50,41 +61,11 @@ def _schema() -> str | None:
     return config.attributes.get("agentledger_schema") if config is not None else None
 
 
-def _id(length: int) -> sa.types.TypeEngine[str]:
-    # Binary collation on MariaDB/MySQL: keys are compared exactly.
-    return sa.String(length).with_variant(
-        mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_bin"), *MYSQL
-    )
-
-
-def _ordered(length: int) -> sa.types.TypeEngine[str]:
-    # Sorted on too: byte order, so the "C" collation on PostgreSQL.
-    return _id(length).with_variant(postgresql.VARCHAR(length, collation="C"), "postgresql")
-
-
-def _binary() -> sa.types.TypeEngine[bytes]:
-    # MariaDB/MySQL's BLOB stops at 64 KiB.
-    return sa.LargeBinary().with_variant(mysql.LONGBLOB(), *MYSQL)
-
-
-def _timestamp() -> sa.types.TypeEngine[object]:
-    return (
-        sa.DateTime()
-        .with_variant(mysql.DATETIME(fsp=6), *MYSQL)
-        .with_variant(postgresql.TIMESTAMP(timezone=True), "postgresql")
-    )
-
-
-def _json() -> sa.types.TypeEngine[object]:
-    # TEXT on SQLite: a column declared JSON gets numeric affinity there.
-    return sa.JSON().with_variant(sa.Text(), "sqlite")
-
-
 def _session(table: str, schema: str | None) -> list[sa.schema.SchemaItem]:
     target = f"{schema}.agentledger_sessions.id" if schema else "agentledger_sessions.id"
     return [
-        sa.Column("session_id", _id(128), nullable=False),
-        sa.Column("checkpoint_ns", _ordered(255), nullable=False),
+        sa.Column("session_id", Identifier(128), nullable=False),
+        sa.Column("checkpoint_ns", OrderedIdentifier(255), nullable=False),
         sa.ForeignKeyConstraint(
             ["session_id"], [target], ondelete="CASCADE", name=f"fk_{table}_session_id"
         ),
@@ -96,16 +77,14 @@ def upgrade() -> None:
     op.create_table(
         CHECKPOINTS,
         *_session(CHECKPOINTS, schema),
-        sa.Column("checkpoint_id", _ordered(64), nullable=False),
-        sa.Column("parent_checkpoint_id", _ordered(64), nullable=True),
-        sa.Column("run_id", _id(255), nullable=True),
-        sa.Column("type", sa.String(64), nullable=False),
-        sa.Column("checkpoint", _binary(), nullable=False),
-        sa.Column("channel_versions", _json(), nullable=False),
-        sa.Column(
-            "metadata", _json().with_variant(postgresql.JSONB(), "postgresql"), nullable=False
-        ),
-        sa.Column("created_at", _timestamp(), nullable=False),
+        sa.Column("checkpoint_id", OrderedIdentifier(64), nullable=False),
+        sa.Column("parent_checkpoint_id", OrderedIdentifier(64), nullable=True),
+        sa.Column("run_id", Identifier(255), nullable=True),
+        sa.Column("type", sa.Unicode(64), nullable=False),
+        sa.Column("checkpoint", Binary(), nullable=False),
+        sa.Column("channel_versions", JSONDocument(), nullable=False),
+        sa.Column("metadata", JSONState(), nullable=False),
+        sa.Column("created_at", UTCDateTime(), nullable=False),
         sa.PrimaryKeyConstraint(
             "session_id", "checkpoint_ns", "checkpoint_id", name=f"pk_{CHECKPOINTS}"
         ),
@@ -117,11 +96,11 @@ def upgrade() -> None:
     op.create_table(
         BLOBS,
         *_session(BLOBS, schema),
-        sa.Column("channel", _id(255), nullable=False),
-        sa.Column("version", _id(128), nullable=False),
-        sa.Column("type", sa.String(64), nullable=False),
-        sa.Column("blob", _binary(), nullable=True),
-        sa.PrimaryKeyConstraint(
+        sa.Column("channel", Identifier(255), nullable=False),
+        sa.Column("version", Identifier(128), nullable=False),
+        sa.Column("type", sa.Unicode(64), nullable=False),
+        sa.Column("blob", Binary(), nullable=True),
+        nonclustered_primary_key(
             "session_id", "checkpoint_ns", "channel", "version", name=f"pk_{BLOBS}"
         ),
         schema=schema,
@@ -130,14 +109,14 @@ def upgrade() -> None:
     op.create_table(
         WRITES,
         *_session(WRITES, schema),
-        sa.Column("checkpoint_id", _ordered(64), nullable=False),
-        sa.Column("task_id", _id(255), nullable=False),
+        sa.Column("checkpoint_id", OrderedIdentifier(64), nullable=False),
+        sa.Column("task_id", Identifier(255), nullable=False),
         sa.Column("idx", sa.Integer(), autoincrement=False, nullable=False),
-        sa.Column("channel", _id(255), nullable=False),
-        sa.Column("type", sa.String(64), nullable=False),
-        sa.Column("blob", _binary(), nullable=False),
-        sa.Column("task_path", sa.Text(), nullable=False),
-        sa.PrimaryKeyConstraint(
+        sa.Column("channel", Identifier(255), nullable=False),
+        sa.Column("type", sa.Unicode(64), nullable=False),
+        sa.Column("blob", Binary(), nullable=False),
+        sa.Column("task_path", PlainText(), nullable=False),
+        nonclustered_primary_key(
             "session_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx", name=f"pk_{WRITES}"
         ),
         schema=schema,

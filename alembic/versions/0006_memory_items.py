@@ -31,7 +31,18 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects import mysql, postgresql
+
+# Column types (and keys) from the models' own helpers: the history creates what the
+# models declare on every dialect; models/types.py says when one may change.
+from agentledger.models.types import (
+    Binary,
+    JSONDocument,
+    JSONState,
+    LongText,
+    OrderedIdentifier,
+    UTCDateTime,
+    nonclustered_primary_key,
+)
 
 revision: str = "agentledger_0006"
 down_revision: str | None = "agentledger_0005"
@@ -62,50 +73,23 @@ def _schema() -> str | None:
     return config.attributes.get("agentledger_schema") if config is not None else None
 
 
-def _ordered(length: int) -> sa.types.TypeEngine[str]:
-    # Compared and sorted byte for byte: binary collation on MariaDB/MySQL, "C" on
-    # PostgreSQL.
-    return (
-        sa.String(length)
-        .with_variant(mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_bin"), *MYSQL)
-        .with_variant(postgresql.VARCHAR(length, collation="C"), "postgresql")
-    )
-
-
-def _timestamp() -> sa.types.TypeEngine[object]:
-    return (
-        sa.DateTime()
-        .with_variant(mysql.DATETIME(fsp=6), *MYSQL)
-        .with_variant(postgresql.TIMESTAMP(timezone=True), "postgresql")
-    )
-
-
-def _json() -> sa.types.TypeEngine[object]:
-    # TEXT on SQLite: a column declared JSON gets numeric affinity there.
-    return sa.JSON().with_variant(sa.Text(), "sqlite")
-
-
 def upgrade() -> None:
     schema = _schema()
     op.create_table(
         ITEMS,
-        sa.Column("namespace", _ordered(512), nullable=False),
-        sa.Column("key", _ordered(255), nullable=False),
-        sa.Column("value", _json().with_variant(postgresql.JSONB(), "postgresql"), nullable=False),
-        # MariaDB/MySQL's TEXT stops at 64 KiB.
-        sa.Column("text", sa.Text().with_variant(mysql.LONGTEXT(), *MYSQL), nullable=True),
-        sa.Column("words", sa.Text().with_variant(mysql.LONGTEXT(), *MYSQL), nullable=True),
-        sa.Column("embedding_paths", _json(), nullable=True),
-        # MariaDB/MySQL's BLOB stops at 64 KiB.
-        sa.Column(
-            "embeddings", sa.LargeBinary().with_variant(mysql.LONGBLOB(), *MYSQL), nullable=True
-        ),
-        sa.Column("created_at", _timestamp(), nullable=False),
-        sa.Column("updated_at", _timestamp(), nullable=False),
+        sa.Column("namespace", OrderedIdentifier(512), nullable=False),
+        sa.Column("key", OrderedIdentifier(255), nullable=False),
+        sa.Column("value", JSONState(), nullable=False),
+        sa.Column("text", LongText(), nullable=True),
+        sa.Column("words", LongText(), nullable=True),
+        sa.Column("embedding_paths", JSONDocument(), nullable=True),
+        sa.Column("embeddings", Binary(), nullable=True),
+        sa.Column("created_at", UTCDateTime(), nullable=False),
+        sa.Column("updated_at", UTCDateTime(), nullable=False),
         sa.Column("ttl_minutes", sa.Double(), nullable=True),
-        sa.Column("expires_at", _timestamp(), nullable=True),
+        sa.Column("expires_at", UTCDateTime(), nullable=True),
         sa.Column("revision", sa.Integer(), nullable=False),
-        sa.PrimaryKeyConstraint("namespace", "key", name=f"pk_{ITEMS}"),
+        nonclustered_primary_key("namespace", "key", name=f"pk_{ITEMS}"),
         schema=schema,
         **TABLE_OPTIONS,
     )

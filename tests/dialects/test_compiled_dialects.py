@@ -344,22 +344,11 @@ def cockroachdb_models_ddl() -> list[str]:
     return statements
 
 
-MIGRATIONS_BEHIND_TYPES = pytest.mark.xfail(
-    strict=True,
-    reason="the migrations declare their own column types (alembic/versions/0001..0006: "
-    "_timestamp() is DateTime(), _json() JSON, ids String(n), LongText Text()), without "
-    "the Oracle and SQL Server variants models/types.py now has: DATE and DATETIME "
-    "instead of TIMESTAMP and DATETIME2(6), JSON instead of CLOB, VARCHAR instead of "
-    "NVARCHAR. A migration giving those dialects the models' types is needed; "
-    "`db check` there would report every such column",
-)
-
-
 @pytest.mark.parametrize(
     "name",
     [
-        pytest.param("oracle", marks=MIGRATIONS_BEHIND_TYPES),
-        pytest.param("mssql", marks=MIGRATIONS_BEHIND_TYPES),
+        "oracle",
+        "mssql",
         pytest.param("cockroachdb", marks=needs_cockroachdb),
     ],
 )

