@@ -33,12 +33,17 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.schema import CreateTable, DropTable
 
 from ._dialects import capabilities, tested
+from ._limits import MAX_CAPABILITY_LENGTH
 from ._translate import translated
 from .engine.transactions import brief_transaction
 from .errors import DatabaseError, PermissionDeniedError
-from .models.types import JSONDocument, UTCDateTime, json_text
+from .models.types import Identifier, JSONDocument, UTCDateTime, json_text
 
 logger = logging.getLogger("agentledger.probe")
+
+LONGEST_COMPARED_TEXT = MAX_CAPABILITY_LENGTH
+"""The most characters of a text column agentledger compares with = (a grant's
+capability): an untested database must declare it as a string type, not a LOB."""
 
 
 def _probe_table(name: str, *, temporary: bool) -> Table:
@@ -132,7 +137,8 @@ def probe_untested(connection: Connection) -> None:
     agentledger was not tested on, and raise DatabaseError naming the first thing
     missing: savepoints (a unit of work inside the caller's transaction, a row inserted
     unless another writer stored it first), locking reads (``SELECT ... FOR UPDATE``:
-    writers of one record take turns), then what ``probe`` checks of the column types.
+    writers of one record take turns), what ``probe`` checks of the column types, then
+    a compared text column of ``LONGEST_COMPARED_TEXT`` characters.
     Its table is an ordinary one, dropped after: such a database may spell temporary
     tables otherwise, or have none."""
     table = _probe_table(f"agentledger_probe_{uuid.uuid4().hex[:12]}", temporary=False)
@@ -156,6 +162,7 @@ def probe_untested(connection: Connection) -> None:
             with connection.begin():
                 _check(connection, table)
                 _check_locking_read(connection, table)
+            _check_long_text(connection, f"agentledger_probe_{uuid.uuid4().hex[:12]}")
         finally:
             if connection.in_transaction():
                 connection.rollback()
@@ -175,6 +182,23 @@ def _check_savepoints(connection: Connection) -> None:
             f"first ({type(error.orig).__name__})",
             connection,
         ) from error
+
+
+def _check_long_text(connection: Connection, name: str) -> None:
+    # Run once the user is known to create tables: a refusal here is the column's.
+    table = Table(name, MetaData(), Column("text", Identifier(LONGEST_COMPARED_TEXT)))
+    try:
+        with connection.begin():
+            connection.execute(CreateTable(table))
+    except DBAPIError as error:
+        raise _refuse(
+            f"it cannot declare a text column of {LONGEST_COMPARED_TEXT:,} characters that "
+            "agentledger compares with = (a grant's capability; on Oracle that takes "
+            f"MAX_STRING_SIZE=EXTENDED: docs/dialects.md) ({type(error.orig).__name__})",
+            connection,
+        ) from error
+    with connection.begin():
+        connection.execute(DropTable(table))
 
 
 def _check_locking_read(connection: Connection, table: Table) -> None:

@@ -32,6 +32,7 @@ from agentledger import (
     NewMessage,
     NewStep,
     ValidationError,
+    _probe,
     migrations,
 )
 from agentledger._probe import probe_untested
@@ -184,6 +185,22 @@ def test_a_database_without_locking_reads_is_refused_by_name_and_left_as_it_was(
             probe_untested(connection)
         assert _probe_tables(connection) == []
     engine.dispose()
+
+
+@pytest.mark.postgresql
+def test_a_database_that_cannot_declare_the_longest_compared_text_is_refused_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As Oracle under MAX_STRING_SIZE=STANDARD refuses VARCHAR2(4096 CHAR): PostgreSQL
+    # refuses a VARCHAR past 10,485,760 characters.
+    monkeypatch.setattr(_probe, "LONGEST_COMPARED_TEXT", 10_485_761)
+    with scratch_database("postgresql", str(tmp_path)) as url:
+        engine = create_engine(url.set(drivername="pglike"))
+        with engine.connect() as connection:
+            with pytest.raises(DatabaseError, match=r"cannot declare a text column of 10,485,761"):
+                probe_untested(connection)
+            assert _probe_tables(connection) == []
+        engine.dispose()
 
 
 def test_an_async_ledger_on_duckdb_is_refused_for_its_sync_driver(duckdb_url: str) -> None:
