@@ -15,6 +15,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
 
 from agentledger import Ledger, migrations
+from agentledger.models import VERSION_TABLE
 
 from ..databases import scratch_database
 from ._support import insert_legacy_rows, legacy_rows
@@ -32,6 +33,28 @@ FROZEN = {
     "agentledger_0004": "c0b6565e1732745925c13830c6502cee35a16c92e89a89be5bfb78da19eeaecd",
     "agentledger_0005": "1459167efbd0dfee85230ffd594804b1e0319cec53efc94e7ef6369898391a21",
 }
+FROZEN_SQL = {
+    # What each released revision sends, rendered offline (the version table's own
+    # statements aside: Alembic's to render). Migrations take their types from
+    # models/types.py, so a changed type helper would change an old revision's SQL
+    # without touching its file: a helper that must change is a new helper, and a new
+    # revision.
+    ("0001", "postgresql"): "2971db8fbdfb0ac2e381964bb7697d03c32f8745a2f0f0912880d8294425d812",
+    ("0001", "mysql"): "f4542cdbeee5e5a9ff9c30d728a59c600f68e6d598467169abf8bd4f7f1d19fb",
+    ("0001", "mariadb"): "fbc70c8f6b983dab523ccfb8f053eb214a2b6db2a6464fa9dd55dae46b68fda5",
+    ("0002", "postgresql"): "543cbd375accc47bcc69740a7c17fbd6b82ac1a490e5061e05e7a00d8e50f850",
+    ("0002", "mysql"): "2d1915c2e7b96a0b6815f6c00ef3416428f502588fc30ec3152286113ddc0d06",
+    ("0002", "mariadb"): "2d1915c2e7b96a0b6815f6c00ef3416428f502588fc30ec3152286113ddc0d06",
+    ("0003", "postgresql"): "b06bcbe8a567fb428b9e3be7b15059fe7ce53f432ce43c5c2f7c206e36af5d68",
+    ("0003", "mysql"): "c92c0d23f6327ba939e2dda19f2f57f8ef63107abbcfc7506793b850edc68ad0",
+    ("0003", "mariadb"): "392a008784caebc7e8580447e99a1730ee0c1b6aa4a325948fbf654733b7987b",
+    ("0004", "postgresql"): "607d375faf2b18f92ff8c22a2c34be2268714856ce094fcc5fe168a69bd88083",
+    ("0004", "mysql"): "628d583a5501dec21ac9d299b7f667bf43d4cb80d88961220f0f0c3cc5a4f9a1",
+    ("0004", "mariadb"): "f15581685374fedc0ecbd53205fa035521c10b0137d912ee5273a63faec97715",
+    ("0005", "postgresql"): "74d4c02fadd94fe194424a349353cd7a4553d19ed0003da8ece0b66ab80cd75b",
+    ("0005", "mysql"): "793e09bb853e82d8372b7225aedb6d88c0fe7e9d4e254c6cab915077c8180c7d",
+    ("0005", "mariadb"): "793e09bb853e82d8372b7225aedb6d88c0fe7e9d4e254c6cab915077c8180c7d",
+}
 AT = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
 
 
@@ -44,6 +67,21 @@ def test_every_revision_but_the_head_is_frozen() -> None:
         assert FROZEN.get(revision.revision) == digest, (
             f"{revision.revision} changed after release; write a new revision instead"
         )
+
+
+def test_every_released_revision_sends_the_sql_it_was_released_with() -> None:
+    script = ScriptDirectory.from_config(migrations.alembic_config())
+    revisions = [r.revision for r in reversed(list(script.walk_revisions()))]
+    for before, revision in zip([None, *revisions], revisions[:-1], strict=False):
+        for dialect in ("postgresql", "mysql", "mariadb"):
+            sql = migrations.sql(f"{dialect}://", revision, from_revision=before)
+            body = "\n".join(line for line in sql.splitlines() if VERSION_TABLE not in line)
+            digest = hashlib.sha256(body.encode()).hexdigest()
+            number = revision.removeprefix("agentledger_")
+            assert FROZEN_SQL.get((number, dialect)) == digest, (
+                f"{revision}'s SQL on {dialect} changed after release (a type helper of "
+                "models/types.py it uses?); write a new helper and a new revision instead"
+            )
 
 
 def _populate(url: URL) -> None:
