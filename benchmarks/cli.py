@@ -15,17 +15,32 @@ from sqlalchemy import create_engine
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.pool import NullPool
 
+from . import conversations
 from .report import chart, markdown, targets
-from .run import FULL, QUICK, run_database
+from .run import FULL, QUICK, Config, run_database
 from .seed import server_url, sync_url
 
 DATABASES = ("sqlite", "postgresql", "mysql")
+PARTS = ("core", "conversations", "langgraph")
+"""``core``: the async API against its floors; ``conversations``: agentledger beside
+the frameworks' stores (benchmarks/conversations.py, SQLite and PostgreSQL);
+``langgraph``: its saver beside LangGraph's own (benchmarks/langgraph.py)."""
+LANGGRAPH_FULL = ([10, 1000], 30)
+LANGGRAPH_QUICK = ([3, 12], 2)
+"""Thread lengths and rounds of the LangGraph part."""
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python3 dev.py bench",
-        description="agentledger's async API against a Core floor and a raw-driver floor.",
+        description="agentledger's async API against a Core floor and a raw-driver floor, "
+        "its conversations beside the frameworks' stores, its LangGraph saver beside "
+        "LangGraph's.",
+    )
+    parser.add_argument(
+        "--parts",
+        default=",".join(PARTS),
+        help="comma-separated: core, conversations, langgraph (default: all three)",
     )
     parser.add_argument("--quick", action="store_true", help="small data, few rounds: a smoke run")
     parser.add_argument(
@@ -84,12 +99,24 @@ def main(argv: list[str]) -> int:
         _render(results, results[0].get("config", config.name), args)
         return 0
     wanted = [name.strip() for name in args.databases.split(",") if name.strip()]
-    unknown = set(wanted) - set(DATABASES)
+    parts = [name.strip() for name in args.parts.split(",") if name.strip()]
+    unknown = set(wanted) - set(DATABASES) | set(parts) - set(PARTS)
     if unknown:
-        print(f"unknown databases: {sorted(unknown)}", file=sys.stderr)
+        print(f"unknown databases or parts: {sorted(unknown)}", file=sys.stderr)
         return 2
-    results: list[dict[str, Any]] = []
     started = time.perf_counter()
+    if "core" in parts:
+        _core(wanted, config, args)
+    if "conversations" in parts:
+        _conversations(wanted, args)
+    if "langgraph" in parts:
+        _langgraph(wanted, args)
+    print(f"{time.perf_counter() - started:.0f} s in all", file=sys.stderr)
+    return 0
+
+
+def _core(wanted: list[str], config: Config, args: argparse.Namespace) -> None:
+    results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="agentledger-bench-") as folder:
         for dialect in wanted:
             if dialect == "sqlite":
@@ -104,5 +131,42 @@ def main(argv: list[str]) -> int:
                 result["server"] = _server_version(dialect, url).split(" on ")[0]
             results.append(result)
     _render(results, config.name, args)
-    print(f"{time.perf_counter() - started:.0f} s in all", file=sys.stderr)
-    return 0
+
+
+def _conversations(wanted: list[str], args: argparse.Namespace) -> None:
+    """The conversation cells beside the frameworks' stores (SQLite and PostgreSQL)."""
+    dialects = [name for name in wanted if name in ("sqlite", "postgresql")]
+    postgres = None
+    if args.postgres_url is not None:
+        named = make_url(args.postgres_url)
+        postgres = named.set(database=f"{named.database}_conversations").render_as_string(
+            hide_password=False
+        )
+    results = conversations.run(dialects, quick=args.quick, postgres_url=postgres, seed=args.seed)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "conversations.json").write_text(json.dumps(results, indent=2) + "\n")
+    tables = conversations.markdown(results) + "\n" + conversations.integrations_markdown(results)
+    (args.out / "conversations.md").write_text(tables)
+    drew = conversations.chart(results, args.out / "conversations.png")
+    print("## Conversations beside the frameworks' stores\n\n" + tables)
+    where = f", chart {args.out / 'conversations.png'}" if drew else ""
+    print(f"conversations: results in {args.out}{where}", file=sys.stderr)
+
+
+def _langgraph(wanted: list[str], args: argparse.Namespace) -> None:
+    """agentledger's LangGraph saver beside LangGraph's own, and the issue's targets."""
+    from . import langgraph  # LangGraph's savers are in the bench extra only
+
+    steps, rounds = LANGGRAPH_QUICK if args.quick else LANGGRAPH_FULL
+    postgres = None
+    if "postgresql" in wanted:
+        named = server_url("postgresql", args.postgres_url)
+        postgres = named.set(database=f"{named.database}_lg").render_as_string(hide_password=False)
+    results = langgraph.run(steps, rounds, postgres, args.seed)
+    found = langgraph.targets(results)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "langgraph.json").write_text(
+        json.dumps({"results": results, "targets": found}, indent=1) + "\n"
+    )
+    tables = langgraph.markdown(results) + "\n" + langgraph.targets_markdown(found)
+    print("## LangGraph: agentledger's saver beside LangGraph's\n\n" + tables)

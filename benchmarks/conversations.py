@@ -53,6 +53,7 @@ from agentledger.integrations.adk import LedgerSessionService
 from agentledger.integrations.openai_agents import LedgerSession
 
 from .raw import RawConnection, from_db_time, loads
+from .report import panels
 from .seed import migrate, recreate_database, server_url
 
 TEXT = "Which trains leave Lisbon for Porto after nine tomorrow morning?"
@@ -331,22 +332,68 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str]) -> int:
-    options = _parser().parse_args(argv)
-    config = QUICK if options.quick else FULL
+def run(
+    dialects: list[str], *, quick: bool, postgres_url: str | None, seed: int
+) -> list[dict[str, Any]]:
+    """Every cell of every store on each database in ``dialects`` (sqlite, postgresql)."""
+    config = QUICK if quick else FULL
     results = []
     with tempfile.TemporaryDirectory(prefix="agentledger-conversations-") as folder:
-        for dialect in options.databases.split(","):
+        for dialect in dialects:
             if dialect == "sqlite":
                 url = make_url(f"sqlite:///{folder}/conversations.db")
-            elif options.postgres_url is not None:
-                url = make_url(options.postgres_url)
+            elif postgres_url is not None:
+                url = make_url(postgres_url)
             else:
                 url = server_url(dialect, None)
                 url = url.set(database=f"{url.database}_conversations")
-            results.append(
-                asyncio.run(run_database(dialect, url, config, options.seed, Path(folder)))
-            )
+            results.append(asyncio.run(run_database(dialect, url, config, seed, Path(folder))))
+    return results
+
+
+def chart(results: list[dict[str, Any]], path: Path) -> bool:
+    """Each store's median in each cell beside agentledger's, as a ratio to agentledger's
+    (below 1: that store is faster), one panel per database. False when matplotlib is not
+    installed (``pip install -e '.[bench]'``)."""
+    with panels(len(results), path) as axes:
+        if axes is None:
+            return False
+        for axis, result in zip(axes, results, strict=True):
+            _stores_panel(axis, result)
+    return True
+
+
+def _stores_panel(axis: Any, result: dict[str, Any]) -> None:
+    """Each store's median over agentledger's, per cell, on one database."""
+    cells = result["cells"]
+    names = [n for n in dict.fromkeys(n for c in cells for n in c["ms"]) if n != LEDGER]
+    width = 0.8 / len(names)
+    for index, name in enumerate(names):
+        axis.bar(
+            [p + (index - (len(names) - 1) / 2) * width for p in range(len(cells))],
+            [c["ms"][name] / c["ms"][LEDGER] if name in c["ms"] else 0 for c in cells],
+            width,
+            label=name,
+        )
+    axis.axhline(1.0, color="black", linewidth=0.8, label="agentledger")
+    axis.set_yscale("log")
+    axis.yaxis.set_major_formatter(lambda value, _: f"{value:g}x")
+    axis.yaxis.set_minor_formatter(lambda value, _: "")
+    axis.set_xticks(list(range(len(cells))), [f"{c['operation']} {c['length']:,}" for c in cells])
+    axis.set_ylabel("store's median / agentledger's")
+    title = "each store beside agentledger (above 1: slower)"
+    axis.set_title(f"{NAMES[result['dialect']]}: {title}")
+    axis.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+
+
+def main(argv: list[str]) -> int:
+    options = _parser().parse_args(argv)
+    results = run(
+        options.databases.split(","),
+        quick=options.quick,
+        postgres_url=options.postgres_url,
+        seed=options.seed,
+    )
     if options.out is not None:
         options.out.write_text(json.dumps(results, indent=2))
     print(markdown(results))

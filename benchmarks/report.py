@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import platform
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
@@ -253,40 +255,58 @@ def markdown(results: list[dict[str, Any]], config_name: str, servers: dict[str,
     return "\n".join(lines) + "\n"
 
 
-def chart(results: list[dict[str, Any]], path: Path) -> bool:
-    """Bars of the median ratio to each floor per operation, one panel per database.
-    False when matplotlib is not installed (``pip install -e '.[bench]'``)."""
+@contextmanager
+def panels(count: int, path: Path) -> Iterator[list[Any] | None]:
+    """``count`` stacked chart panels, saved to ``path`` as PNG when the block ends;
+    None when matplotlib is not installed (``pip install -e '.[bench]'``)."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return False
+        yield None
+        return
     figure, axes = plt.subplots(
-        len(results), 1, figsize=(13, 4.2 * len(results)), squeeze=False, constrained_layout=True
+        count, 1, figsize=(13, 4.2 * count), squeeze=False, constrained_layout=True
     )
-    for axis, result in zip(axes[:, 0], results, strict=True):
-        operations = result["operations"]
-        labels = [op["label"] for op in operations]
-        positions = range(len(operations))
-        width = 0.38
-        core = [op["ratio_core"]["median"] for op in operations]
-        raw = [op["ratio_raw"]["median"] for op in operations]
-        axis.bar([p - width / 2 for p in positions], core, width, label="x Core floor")
-        axis.bar([p + width / 2 for p in positions], raw, width, label="x raw driver floor")
-        axis.axhline(1.0, color="black", linewidth=0.8)
-        for limit, style, meaning in (
-            (1.2, ":", "1.2x raw: the conversation target"),
-            (1.5, "--", "1.5x raw: listing, steps, checkpoints (and appends but MariaDB)"),
-            (1.8, "-.", "1.8x raw: MariaDB's append target"),
-        ):
-            axis.axhline(limit, color="grey", linewidth=0.8, linestyle=style, label=meaning)
-        axis.set_xticks(list(positions), labels, rotation=30, ha="right", fontsize=8)
-        axis.set_ylabel("agentledger median / floor median")
-        axis.set_title(f"{NAMES[result['dialect']]}: agentledger's async API over each floor")
-        axis.legend(fontsize=8)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    try:
+        yield list(axes[:, 0])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        figure.savefig(path, dpi=110)
+    finally:
+        plt.close(figure)
+
+
+def chart(results: list[dict[str, Any]], path: Path) -> bool:
+    """Bars of the median ratio to each floor per operation, one panel per database.
+    False when matplotlib is not installed."""
+    with panels(len(results), path) as axes:
+        if axes is None:
+            return False
+        for axis, result in zip(axes, results, strict=True):
+            _ratios_panel(axis, result)
     return True
+
+
+def _ratios_panel(axis: Any, result: dict[str, Any]) -> None:
+    """agentledger's median over each floor's, per operation, on one database."""
+    operations = result["operations"]
+    labels = [op["label"] for op in operations]
+    positions = range(len(operations))
+    width = 0.38
+    core = [op["ratio_core"]["median"] for op in operations]
+    raw = [op["ratio_raw"]["median"] for op in operations]
+    axis.bar([p - width / 2 for p in positions], core, width, label="x Core floor")
+    axis.bar([p + width / 2 for p in positions], raw, width, label="x raw driver floor")
+    axis.axhline(1.0, color="black", linewidth=0.8)
+    for limit, style, meaning in (
+        (1.2, ":", "1.2x raw: the conversation target"),
+        (1.5, "--", "1.5x raw: listing, steps, checkpoints (and appends but MariaDB)"),
+        (1.8, "-.", "1.8x raw: MariaDB's append target"),
+    ):
+        axis.axhline(limit, color="grey", linewidth=0.8, linestyle=style, label=meaning)
+    axis.set_xticks(list(positions), labels, rotation=30, ha="right", fontsize=8)
+    axis.set_ylabel("agentledger median / floor median")
+    axis.set_title(f"{NAMES[result['dialect']]}: agentledger's async API over each floor")
+    axis.legend(fontsize=8)

@@ -160,8 +160,8 @@ class UTCDateTime(TypeDecorator[datetime]):
     def result_processor(self, dialect: Dialect, coltype: object) -> Any:
         """Hand back an aware UTC datetime whatever the column kept, in one call per
         value: TypeDecorator's own composition (``process_result_value`` around the
-        impl's processor) costs three Python calls a row, a tenth of reading a short
-        message (measured in docs/benchmarks.md, "Rows to records")."""
+        impl's processor) makes three Python calls a value (measured in
+        docs/benchmarks.md, "Rows to records")."""
         inner = self.impl_instance.result_processor(dialect, coltype)
         if isinstance(self.impl_instance, _SQLiteUTCText):
             return inner  # it parses straight to aware UTC
