@@ -4,15 +4,18 @@ A statement that differs by database lives with the aggregate it writes (a
 repository module, ``migrations/locks.py``, ``retention.py``) and asks this table
 what the database can do, never which database it is. So the table is the one place
 outside ``engine/``, ``_translate.py`` and ``models/types.py`` where a dialect's name
-is read (the architecture test checks it), and a new database is one more row.
+is read (the architecture test checks it), and a new database is one more row. Beside
+it, ``locking``: every locking read goes through it, since SQL Server's lock is a table
+hint keyed by the dialect's name rather than a clause.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple, TypeVar
 
+from sqlalchemy import FromClause, Join, Select, TableClause
 from sqlalchemy import insert as portable_insert
 from sqlalchemy.dialects.mysql import insert as mysql_insert
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
@@ -20,6 +23,16 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Dialect
 
 from .environment import PROFILE, EnvironmentValueError, value_of
+
+
+class LockHints(NamedTuple):
+    """The table hints that take a locking read's lock where the database locks through
+    hints on the table rather than ``FOR UPDATE`` (``Capabilities.lock_hints``)."""
+
+    update: str
+    """The hint of ``FOR UPDATE``: the rows read stay locked against other writers."""
+    share: str
+    """The hint of ``FOR SHARE`` (and ``FOR KEY SHARE``): the rows read stay as read."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +65,11 @@ class Capabilities:
     key_share_locks: bool
     """``FOR KEY SHARE`` (PostgreSQL): a read that blocks a delete of the row but not
     other writers of its non-key columns."""
+    lock_hints: LockHints | None
+    """Where a locking read's lock is a table hint (SQL Server, whose SQLAlchemy dialect
+    drops ``with_for_update()`` without a word): ``locking`` adds it beside
+    ``FOR UPDATE``. None: the database reads ``FOR UPDATE``/``FOR SHARE``. Not a fast
+    path: without it a locking read is a plain read, so the portable profile keeps it."""
     migration_lock: Literal["advisory", "named", "write_transaction", "none"]
     """What serialises concurrent upgraders: PostgreSQL's session-level advisory lock,
     MariaDB/MySQL's ``GET_LOCK`` (their DDL commits implicitly), or SQLite's one
@@ -124,6 +142,7 @@ _POSTGRESQL = Capabilities(
     upsert="on_conflict",
     gap_locks=False,
     key_share_locks=True,
+    lock_hints=None,
     migration_lock="advisory",
     snapshot_read="isolation_option",
     cursors_need_transaction=True,
@@ -147,6 +166,7 @@ _SQLITE = Capabilities(
     upsert="on_conflict",
     gap_locks=False,
     key_share_locks=False,
+    lock_hints=None,
     migration_lock="write_transaction",
     snapshot_read="first_read",
     cursors_need_transaction=False,
@@ -170,6 +190,7 @@ _MYSQL = Capabilities(
     upsert="on_duplicate_key",
     gap_locks=True,
     key_share_locks=False,
+    lock_hints=None,
     migration_lock="named",
     snapshot_read="consistent_snapshot",
     cursors_need_transaction=False,
@@ -211,6 +232,7 @@ _UNTESTED = Capabilities(
     # (``insert_if_absent``), which is right whether or not a locking read takes a gap.
     gap_locks=False,
     key_share_locks=False,
+    lock_hints=None,
     migration_lock="none",
     snapshot_read="first_read",
     # Fetching a read's answer at once is right everywhere; a cursor held open outside
@@ -238,7 +260,18 @@ before a ledger uses such a database (``_probe.probe_untested``)."""
 
 _ON_PAPER: dict[str, Capabilities] = {
     "oracle": replace(_UNTESTED, json_needs_cast=False),
-    "mssql": replace(_UNTESTED, json_needs_cast=False),
+    # UPDLOCK is held to the end of the transaction and conflicts with other update
+    # locks, as FOR UPDATE does; REPEATABLEREAD holds the shared locks of the rows read
+    # to the end of it, as FOR SHARE does (HOLDLOCK, which is SERIALIZABLE, would lock
+    # the ranges between them too); ROWLOCK keeps both to the rows (docs: "Table Hints
+    # (Transact-SQL)").
+    "mssql": replace(
+        _UNTESTED,
+        json_needs_cast=False,
+        lock_hints=LockHints(
+            update="WITH (UPDLOCK, ROWLOCK)", share="WITH (REPEATABLEREAD, ROWLOCK)"
+        ),
+    ),
 }
 """The untested dialects whose statements are compiled in agentledger's tests
 (tests/dialects/test_compiled_dialects.py): their JSON columns are text
@@ -332,6 +365,42 @@ def tested(dialect: Dialect | str) -> bool:
 
 
 def dialect_names(wanted: Callable[[Capabilities], bool]) -> tuple[str, ...]:
-    """The names of the dialects whose capabilities are ``wanted`` (for SQLAlchemy
-    options keyed by dialect name, such as ``with_hint``)."""
-    return tuple(name for name, found in CAPABILITIES.items() if wanted(found))
+    """The names of the dialects (tested, or compiled on paper) whose capabilities are
+    ``wanted`` (for SQLAlchemy options keyed by dialect name, such as ``with_hint``)."""
+    rows = {**CAPABILITIES, **_ON_PAPER}
+    return tuple(name for name, found in rows.items() if wanted(found))
+
+
+_LOCK_HINTS = tuple(
+    (name, hints)
+    for name in dialect_names(lambda found: found.lock_hints is not None)
+    if (hints := capabilities(name).lock_hints) is not None
+)
+"""(dialect name, its ``LockHints``) of each dialect that locks through table hints."""
+
+LockedSelect = TypeVar("LockedSelect", bound=Select[Any])
+
+
+def locking(query: LockedSelect, *, read: bool = False, key_share: bool = False) -> LockedSelect:
+    """``query`` as a locking read: ``FOR UPDATE``, or ``FOR SHARE`` with ``read``
+    (``FOR KEY SHARE`` with ``key_share`` too), and on a database that locks through
+    table hints (``Capabilities.lock_hints``: SQL Server) the hint taking the same lock
+    on each table it reads from. Each hint is keyed by its dialect's name, so a
+    statement built once at import locks on every dialect, and compiles elsewhere as
+    ``with_for_update`` alone would."""
+    locked = query.with_for_update(read=read, key_share=key_share)
+    for name, hints in _LOCK_HINTS:
+        hint = hints.share if read else hints.update
+        for table in _surface_tables(query.get_final_froms()):
+            locked = locked.with_hint(table, hint, name)
+    return locked
+
+
+def _surface_tables(froms: Iterable[FromClause]) -> Iterator[TableClause]:
+    """The tables of ``froms`` a locking read locks rows of: those joined, not those
+    of a subquery."""
+    for found in froms:
+        if isinstance(found, Join):
+            yield from _surface_tables((found.left, found.right))
+        elif isinstance(found, TableClause):
+            yield found

@@ -32,7 +32,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.schema import CreateTable, DropTable
 
-from ._dialects import capabilities, tested
+from ._dialects import capabilities, locking, tested
 from ._limits import MAX_CAPABILITY_LENGTH
 from ._translate import translated
 from .engine.transactions import brief_transaction
@@ -203,7 +203,7 @@ def _check_long_text(connection: Connection, name: str) -> None:
 
 def _check_locking_read(connection: Connection, table: Table) -> None:
     try:
-        connection.execute(select(table.c.id).with_for_update()).all()
+        connection.execute(locking(select(table.c.id))).all()
     except DBAPIError as error:
         raise _refuse(
             "it has no locking reads (SELECT ... FOR UPDATE), which agentledger needs so "

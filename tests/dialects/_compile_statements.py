@@ -387,6 +387,7 @@ def main(names: list[str]) -> dict[str, Any]:
             "compiled": {},
             "errors": {},
             "locking": getattr(statement, "_for_update_arg", None) is not None,
+            "shared": bool(getattr(getattr(statement, "_for_update_arg", None), "read", False)),
             "empty_strings": sorted(empty[sqlite_sql]),
         }
         for name, dialect in dialects.items():

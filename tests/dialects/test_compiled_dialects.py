@@ -486,31 +486,38 @@ def test_the_utc_day_is_taken_with_each_dialects_own_function(report: dict[str, 
 
 
 LOCKS = {"oracle": "FOR UPDATE", "mssql": "UPDLOCK", "cockroachdb": "FOR "}
+SHARED_LOCKS = {**LOCKS, "mssql": "REPEATABLEREAD"}
+"""What each dialect's locking read says, FOR UPDATE's and FOR SHARE's (SQL Server's
+table hints, ``Capabilities.lock_hints``; Oracle has no FOR SHARE)."""
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        "oracle",
-        pytest.param(
-            "mssql",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="SQLAlchemy's SQL Server dialect drops with_for_update() without a "
-                "word (SQL Server locks through table hints, WITH (UPDLOCK, ROWLOCK)): "
-                "every locking read of the repositories (sessions.py, checkpoints.py, "
-                "messages.py, steps.py, _state.py, memory.py) becomes a plain read; a "
-                "fix is a hint per dialect there (with_hint), not a type",
-            ),
-        ),
-        pytest.param("cockroachdb", marks=needs_cockroachdb),
-    ],
-)
+@pytest.mark.parametrize("name", ALL_THREE)
 def test_every_locking_read_keeps_its_lock(report: dict[str, Any], name: str) -> None:
     locking = statements_where(report, lambda entry: entry["locking"])
 
     assert len(locking) >= 5
-    assert [e["sqlite"] for e in locking if LOCKS[name] not in e["compiled"][name]] == []
+    assert [
+        e["sqlite"]
+        for e in locking
+        if (SHARED_LOCKS if e["shared"] else LOCKS)[name] not in e["compiled"][name]
+    ] == []
+
+
+def test_sql_server_holds_shared_and_update_locks_through_table_hints(
+    report: dict[str, Any],
+) -> None:
+    locking = statements_where(report, lambda entry: entry["locking"])
+    hints = {
+        shared: {
+            hint
+            for entry in locking
+            if entry["shared"] is shared
+            for hint in re.findall(r"WITH \((\w+, ROWLOCK)\)", entry["compiled"]["mssql"])
+        }
+        for shared in (False, True)
+    }
+
+    assert hints == {False: {"UPDLOCK, ROWLOCK"}, True: {"REPEATABLEREAD, ROWLOCK"}}
 
 
 @pytest.mark.xfail(

@@ -79,6 +79,7 @@ FAST_PATHS_OFF = {
 }
 WHAT_THE_DATABASE_IS = (
     "gap_locks",
+    "lock_hints",
     "migration_lock",
     "snapshot_read",
     "cursors_need_transaction",

@@ -28,7 +28,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 
 from .._checks import bounded_int
-from .._dialects import capabilities
+from .._dialects import capabilities, locking
 from .._json import decode_json
 from ..errors import ConflictError, CorruptRecordError, NotFoundError
 from ..models import AgentMessage, AgentSession
@@ -87,12 +87,12 @@ _BY_ID = SESSIONS.c.id == bindparam("id")
 # Built once: building and cache-keying a statement per call cost more than running it.
 _LOAD = select(*_RECORD_COLUMNS).where(_BY_ID)
 _LOAD_LOCKED = {
-    "share": _LOAD.with_for_update(read=True),
-    "update": _LOAD.with_for_update(),
+    "share": locking(_LOAD, read=True),
+    "update": locking(_LOAD),
 }
 _EXISTS = select(exists().where(_BY_ID))
 _EXISTS_LOCKED = {
-    lock: select(SESSIONS.c.id).where(_BY_ID).with_for_update(read=lock == "share")
+    lock: locking(select(SESSIONS.c.id).where(_BY_ID), read=lock == "share")
     for lock in ("share", "update")
 }
 Lock = Literal["share", "update"]
@@ -410,4 +410,4 @@ def lock_sessions(session: Session, ids: Sequence[str]) -> list[str]:
     if not ids:
         return []
     query = select(SESSIONS.c.id).where(SESSIONS.c.id.in_(sorted(set(ids))))
-    return list(session.execute(query.order_by(SESSIONS.c.id).with_for_update()).scalars())
+    return list(session.execute(locking(query.order_by(SESSIONS.c.id))).scalars())

@@ -37,6 +37,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 
 from .._checks import bounded_int, checked_text, text_problem
+from .._dialects import locking
 from .._json import Limits, check_object, decode_json
 from .._limits import MAX_SCOPE_LENGTH
 from .._translate import duplicate_as
@@ -127,7 +128,7 @@ class ScopeKind:
             self.table.c.created_at,
             self.table.c.updated_at,
         ).where(self._where)
-        return query.with_for_update() if lock else query
+        return locking(query) if lock else query
 
     def params(self, key: tuple[str, ...]) -> dict[str, Any]:
         """The bind parameters naming one scope's row."""

@@ -49,7 +49,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 
 from .._checks import after_keyset, bounded_int, decode_cursor, encode_cursor
-from .._dialects import capabilities, dialect_names
+from .._dialects import capabilities, dialect_names, locking
 from ..clock import utc
 from ..errors import (
     ConflictError,
@@ -93,18 +93,14 @@ _LATEST = (
     .limit(1)
 )
 _GET = _READ.where(_CHECKPOINTS.c.ref == bindparam("ref"), _ALIVE)
-_LOCK_POINTER = (
-    select(_SESSIONS.c.latest_checkpoint_ref)
-    .where(_SESSIONS.c.id == bindparam("id"))
-    .with_for_update()
+_LOCK_POINTER = locking(
+    select(_SESSIONS.c.latest_checkpoint_ref).where(_SESSIONS.c.id == bindparam("id"))
 )
 _LOCATE = select(_CHECKPOINTS.c.session_id, _CHECKPOINTS.c.seq, _CHECKPOINTS.c.expires_at).where(
     _CHECKPOINTS.c.ref == bindparam("ref")
 )
 
-_LOCATE_LOCKED = {
-    exclusive: _LOCATE.with_for_update(read=not exclusive) for exclusive in (True, False)
-}
+_LOCATE_LOCKED = {exclusive: locking(_LOCATE, read=not exclusive) for exclusive in (True, False)}
 _LIST = select(*_INFO_COLUMNS, _CHECKPOINTS.c.size)
 CheckpointInfos = list[CheckpointInfo]
 """Checkpoints without their payloads, as bulk operations return them."""
@@ -385,14 +381,16 @@ class CheckpointRepository(Repository):
         if top is None or top.seq <= seq or _is_alive(top.expires_at, now):
             return False
         query = on_checkpoint_session_index(
-            select(_CHECKPOINTS.c.expires_at)
-            .where(
-                _CHECKPOINTS.c.session_id == id,
-                _CHECKPOINTS.c.seq > seq,
-                _CHECKPOINTS.c.seq < top.seq,
+            locking(
+                select(_CHECKPOINTS.c.expires_at)
+                .where(
+                    _CHECKPOINTS.c.session_id == id,
+                    _CHECKPOINTS.c.seq > seq,
+                    _CHECKPOINTS.c.seq < top.seq,
+                )
+                .order_by(_CHECKPOINTS.c.seq),
+                read=True,
             )
-            .order_by(_CHECKPOINTS.c.seq)
-            .with_for_update(read=True)
         )
         return not any(_is_alive(row[0], now) for row in self._session.execute(query))
 
@@ -540,11 +538,13 @@ class CheckpointRepository(Repository):
         self._delete_refs([ref])
         if pointer == ref:
             below = on_checkpoint_session_index(
-                select(_CHECKPOINTS.c.ref)
-                .where(_CHECKPOINTS.c.session_id == id, _CHECKPOINTS.c.seq < row.seq)
-                .order_by(_CHECKPOINTS.c.seq.desc())
-                .limit(1)
-                .with_for_update(read=True)
+                locking(
+                    select(_CHECKPOINTS.c.ref)
+                    .where(_CHECKPOINTS.c.session_id == id, _CHECKPOINTS.c.seq < row.seq)
+                    .order_by(_CHECKPOINTS.c.seq.desc())
+                    .limit(1),
+                    read=True,
+                )
             )
             self._set_pointer(id, self._session.execute(below).scalar())
 
@@ -580,9 +580,7 @@ class CheckpointRepository(Repository):
             top = self._row_of(pointer, exclusive=True)
             if top is not None:
                 query = query.where(_CHECKPOINTS.c.seq <= top.seq)
-        rows = self._session.execute(
-            query.order_by(_CHECKPOINTS.c.seq).with_for_update() if lock else query
-        )
+        rows = self._session.execute(locking(query.order_by(_CHECKPOINTS.c.seq)) if lock else query)
         history = [CheckpointInfo.model_validate(dict(row._mapping)) for row in rows]
         return sorted(history, key=lambda info: info.seq, reverse=True)
 
@@ -648,7 +646,7 @@ class CheckpointRepository(Repository):
         locked = select(_SESSIONS.c.id, _SESSIONS.c.latest_checkpoint_ref).where(
             _SESSIONS.c.id.in_(sorted(set(map(validate_id, ids))))
         )
-        rows = self._session.execute(locked.order_by(_SESSIONS.c.id).with_for_update()).all()
+        rows = self._session.execute(locking(locked.order_by(_SESSIONS.c.id))).all()
         gone: CheckpointInfos = []
         for id, pointer in rows:
             gone += self._prune_one(id, pointer, keep_last, now, apply=True)
@@ -701,7 +699,7 @@ class CheckpointRepository(Repository):
         ids = lock_sessions(self._session, list(self._session.execute(owners).scalars()))
         if not ids:
             return []
-        still = _LIST.where(_CHECKPOINTS.c.ref.in_(wanted), _expired(now)).with_for_update()
+        still = locking(_LIST.where(_CHECKPOINTS.c.ref.in_(wanted), _expired(now)))
         gone = [
             CheckpointInfo.model_validate(dict(row._mapping))
             for row in self._session.execute(still)

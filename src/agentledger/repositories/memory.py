@@ -50,7 +50,7 @@ from sqlalchemy import (
 )
 
 from .._checks import bounded_int, checked_text, text_problem
-from .._dialects import Capabilities, capabilities
+from .._dialects import Capabilities, capabilities, locking
 from .._json import Limits, check_object, decode_json
 from .._limits import (
     MAX_EMBEDDING_PATH_LENGTH,
@@ -1085,7 +1085,7 @@ class MemoryRepository(Repository):
             among = rows_in(connection.dialect, _KEY, chunk)
             # Those still expired, locked so no refresh slips in before the DELETE.
             still = connection.execute(
-                select(ITEMS.c.namespace, ITEMS.c.key).where(among, expired).with_for_update()
+                locking(select(ITEMS.c.namespace, ITEMS.c.key).where(among, expired))
             ).all()
             if still:
                 doomed = [(row.namespace, row.key) for row in still]

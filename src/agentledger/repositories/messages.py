@@ -43,6 +43,7 @@ from sqlalchemy import (
 )
 
 from .._checks import bounded_int, checked_text
+from .._dialects import locking
 from .._json import canonical, check_object, check_row, decode_json, loads
 from .._limits import MAX_ROW_KEY_LENGTH
 from .._translate import duplicate_as
@@ -105,7 +106,7 @@ _TIME_READS = {
     (True, True): _BEFORE.order_by(*(c.desc() for c in _BY_TIME)).limit(_COUNT),
 }
 _BY_KEYS = _READ.where(_OF_SESSION, _MESSAGES.c.external_key.in_(bindparam("keys", expanding=True)))
-_BY_KEYS_LOCKED = _BY_KEYS.with_for_update(read=True)
+_BY_KEYS_LOCKED = locking(_BY_KEYS, read=True)
 # What the key lookup adds to the tagged scope reads to share one UNION ALL with them
 # (_keys_and_scopes): the scope parts come first and name the columns.
 _PADDING = (

@@ -29,6 +29,7 @@ from .._checks import (
     encode_cursor,
     scope_value,
 )
+from .._dialects import locking
 from .._json import check_json, check_object
 from .._limits import MAX_EXTERNAL_KEY_LENGTH
 from .._translate import duplicate_as
@@ -103,8 +104,8 @@ _BY_KEY = (SESSIONS.c.external_key_hash == bindparam("hash")) & (
 )
 _LOAD_BY_KEY: dict[Lock | None, Select[Any]] = {
     None: select(*RECORD_COLUMNS).where(_BY_KEY),
-    "share": select(*RECORD_COLUMNS).where(_BY_KEY).with_for_update(read=True),
-    "update": select(*RECORD_COLUMNS).where(_BY_KEY).with_for_update(),
+    "share": locking(select(*RECORD_COLUMNS).where(_BY_KEY), read=True),
+    "update": locking(select(*RECORD_COLUMNS).where(_BY_KEY)),
 }
 
 
@@ -554,9 +555,7 @@ class SessionRepository(Repository):
             SESSIONS.c.id.in_(sorted(set(ids))),
             SESSIONS.c.updated_at < utc(updated_before, field="updated_before"),
         )
-        still = list(
-            self._session.execute(locked.order_by(SESSIONS.c.id).with_for_update()).scalars()
-        )
+        still = list(self._session.execute(locking(locked.order_by(SESSIONS.c.id))).scalars())
         if still:
             self._session.execute(delete(SESSIONS).where(SESSIONS.c.id.in_(still)))
         return still

@@ -21,7 +21,7 @@ from sqlalchemy import Integer, Row, Table, Update, bindparam, func, insert, lit
 from sqlalchemy.orm import Session
 
 from .._checks import bounded_int, checked_text, scope_value
-from .._dialects import capabilities
+from .._dialects import capabilities, locking
 from .._json import canonical, check_row, decode_json
 from .._limits import MAX_ROW_KEY_LENGTH, TOKEN_LIMIT
 from .._translate import duplicate_as
@@ -76,9 +76,10 @@ _BY_KIND = (
     .limit(_PAGE)
 )
 _INSERT = insert(_STEPS)
-_BY_KEYS = _READ.where(
-    _OF_SESSION, _STEPS.c.external_key.in_(bindparam("keys", expanding=True))
-).with_for_update(read=True)
+_BY_KEYS = locking(
+    _READ.where(_OF_SESSION, _STEPS.c.external_key.in_(bindparam("keys", expanding=True))),
+    read=True,
+)
 
 TOKEN_COLUMNS = ("input_tokens", "output_tokens", "total_tokens")
 

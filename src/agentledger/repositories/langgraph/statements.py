@@ -30,7 +30,7 @@ from sqlalchemy import (
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 
-from ..._dialects import capabilities
+from ..._dialects import capabilities, locking
 from ...engine import ALONE_OPTION
 from ...models import AgentSession
 from .._session_row import SESSIONS, session_binds, session_params
@@ -459,7 +459,7 @@ def touch_session_by_key(
             _SESSIONS.c.external_key == bindparam("key"),
         )
         if capabilities(dialect).key_share_locks:
-            statement = statement.with_for_update(read=True, key_share=True)
+            statement = locking(statement, read=True, key_share=True)
         _SESSION_BY_KEY[dialect] = statement
     row = connection.execute(statement, {"hash": key_hash, "key": key}).first()
     if row is None:
@@ -562,15 +562,14 @@ def _store_for_session(
 def _thread_by_key() -> tuple[Any, Any]:
     """The stored session found by its key (``FOR KEY SHARE``), its ``updated_at``
     moved when stale: the ``thread`` CTE and the statement selecting its id."""
-    thread = (
-        select(_SESSIONS.c.id)
-        .where(
+    thread = locking(
+        select(_SESSIONS.c.id).where(
             _SESSIONS.c.external_key_hash == bindparam("hash"),
             _SESSIONS.c.external_key == bindparam("key"),
-        )
-        .with_for_update(read=True, key_share=True)
-        .cte("thread")
-    )
+        ),
+        read=True,
+        key_share=True,
+    ).cte("thread")
     touched = (
         update(_SESSIONS)
         .where(
