@@ -190,6 +190,24 @@ def on_checkpoint_session_index(query: S) -> S:
     return query
 
 
+_EARLIER = _CHECKPOINTS.alias("earlier")
+_NEWEST_BELOW = on_checkpoint_session_index(
+    locking(
+        select(_CHECKPOINTS.c.ref).where(
+            _CHECKPOINTS.c.session_id == bindparam("id"),
+            _CHECKPOINTS.c.seq
+            == select(func.max(_EARLIER.c.seq))
+            .where(_EARLIER.c.session_id == bindparam("id"), _EARLIER.c.seq < bindparam("seq"))
+            .scalar_subquery(),
+        ),
+        read=True,
+    )
+)
+"""The newest checkpoint of session ``id`` below ``seq``, share-locked: found by its
+key, the highest seq below, rather than as the first row of a descending page, since
+Oracle refuses a locking read with a row limit (ORA-02014)."""
+
+
 def _alive(now: datetime) -> ColumnElement[bool]:
     """Checkpoints that have not expired at ``now``."""
     return or_(_CHECKPOINTS.c.expires_at.is_(None), _CHECKPOINTS.c.expires_at > now)
@@ -537,16 +555,8 @@ class CheckpointRepository(Repository):
             raise _not_found(ref)
         self._delete_refs([ref])
         if pointer == ref:
-            below = on_checkpoint_session_index(
-                locking(
-                    select(_CHECKPOINTS.c.ref)
-                    .where(_CHECKPOINTS.c.session_id == id, _CHECKPOINTS.c.seq < row.seq)
-                    .order_by(_CHECKPOINTS.c.seq.desc())
-                    .limit(1),
-                    read=True,
-                )
-            )
-            self._set_pointer(id, self._session.execute(below).scalar())
+            below = {"id": id, "seq": row.seq}
+            self._set_pointer(id, self._session.execute(_NEWEST_BELOW, below).scalar())
 
     @operation(writes=True)
     def delete_all(self, id: str) -> int:

@@ -415,6 +415,17 @@ class CheckpointContract:
         assert (await harness.ledger.sessions.get("run")).latest_checkpoint_ref is None
         assert await harness.ledger.checkpoints.latest("run") is None
 
+    async def test_deleting_the_latest_skips_the_checkpoints_deleted_before_it(
+        self, harness: Harness
+    ) -> None:
+        await harness.ledger.sessions.create("run")
+        first = await harness.ledger.checkpoints.save("run", state(1))
+        second = await harness.ledger.checkpoints.save("run", state(2))
+        third = await harness.ledger.checkpoints.save("run", state(3))
+        await harness.ledger.checkpoints.delete(second.ref)
+        await harness.ledger.checkpoints.delete(third.ref)
+        assert (await harness.ledger.sessions.get("run")).latest_checkpoint_ref == first.ref
+
     async def test_delete_all_counts_clears_the_pointer_and_keeps_the_counter(
         self, harness: Harness
     ) -> None:
