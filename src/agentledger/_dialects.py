@@ -96,10 +96,11 @@ class Capabilities:
     """The table-valued function giving a JSON object's entries as rows (PostgreSQL,
     SQLite); MariaDB/MySQL's ``JSON_TABLE`` walks arrays, not an object's keys."""
     row_values: bool
-    """Row-value comparisons, ``(a, b) IN ((1, 2), ...)`` (PostgreSQL, SQLite, MariaDB/
-    MySQL). Without them (SQL Server) a set of keys is matched group by group, ``(a = 1
-    AND b IN (...)) OR ...`` (``_statements.rows_in``), which an index on the columns
-    serves alike."""
+    """Row-value comparisons, ``(a, b) IN ((1, 2), ...)`` and a keyset's ``(a, b) < (1,
+    2)`` (PostgreSQL, SQLite, MariaDB/MySQL). Without them (SQL Server; Oracle, which
+    has no ``<`` of rows) a set of keys is matched group by group, ``(a = 1 AND b IN
+    (...)) OR ...`` (``_statements.rows_in``), and a keyset spelled column by column
+    (``_statements.rows_before``), which an index on the columns serves alike."""
     lateral: bool
     """A correlated probe per row as ``LATERAL ... LIMIT 1`` (PostgreSQL); SQLite has
     no LATERAL and probes through a LEFT JOIN its planner never reorders."""

@@ -541,32 +541,7 @@ def test_no_locking_read_is_row_limited_on_any_dialect(report: dict[str, Any]) -
 ROW_VALUES = r"\((?:[\w.\[\]\"]+,\s*)+[\w.\[\]\"]+\)\s*(?:NOT\s+)?(?:IN\b|<|>)"
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(
-            "oracle",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="Oracle compares row values only with = and IN, not < : "
-                "repositories/langgraph/repository.py list()'s keyset "
-                "tuple_(*_ORDER) < tuple_(...) for later pages",
-            ),
-        ),
-        pytest.param(
-            "mssql",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="SQL Server has no row-value constructors: memory and bulk rows "
-                "match keys through _statements.rows_in (grouped by all but the last "
-                "column where Capabilities.row_values is off), but langgraph/repository.py "
-                "and statements.py still send tuple_(...).in_() and list()'s keyset "
-                "tuple_ <",
-            ),
-        ),
-        pytest.param("cockroachdb", marks=needs_cockroachdb),
-    ],
-)
+@pytest.mark.parametrize("name", ALL_THREE)
 def test_no_statement_compares_row_values_the_dialect_lacks(
     report: dict[str, Any], name: str
 ) -> None:

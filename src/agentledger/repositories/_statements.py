@@ -39,6 +39,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Session
 
+from .._checks import after_keyset
 from .._dialects import Capabilities, capabilities
 from .._translate import is_unique_violation
 from ..engine import read_only_transaction
@@ -430,7 +431,9 @@ def _portable_rows(
 
 
 def rows_in(
-    dialect: Dialect, columns: Sequence[ColumnElement[Any]], rows: Iterable[Sequence[Any]]
+    dialect: Dialect | str,
+    columns: Sequence[ColumnElement[Any]],
+    rows: Iterable[Sequence[Any]],
 ) -> ColumnElement[bool]:
     """``(columns) IN (rows)``; where the database compares no row values
     (``Capabilities.row_values``), the rows grouped by all but their last value, ``(a =
@@ -449,6 +452,18 @@ def rows_in(
             for prefix, values in groups.items()
         ),
     )
+
+
+def rows_before(
+    dialect: Dialect | str, columns: Sequence[ColumnElement[Any]], position: Sequence[Any]
+) -> ColumnElement[bool]:
+    """Rows before ``position`` in the order of ``columns``, each descending (a keyset's
+    next page): ``(columns) < (position)`` where the database compares row values
+    (``Capabilities.row_values``), else spelled out column by column
+    (``_checks.after_keyset``), ``c1 <= :v1 AND (c1 < :v1 OR ...)``."""
+    if capabilities(dialect).row_values:
+        return tuple_(*columns) < tuple_(*position)
+    return after_keyset(columns, position, descending=True)
 
 
 def json_key_equals(

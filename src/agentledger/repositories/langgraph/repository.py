@@ -18,7 +18,6 @@ from sqlalchemy import (
     func,
     literal,
     select,
-    tuple_,
 )
 
 from ..._checks import bounded_int, checked_text
@@ -49,6 +48,8 @@ from .._session_row import SESSIONS
 from .._statements import (
     insert_missing,
     json_key_equals,
+    rows_before,
+    rows_in,
     upsert_rows,
 )
 from ..sessions import external_key_hash, keyed_session_id, new_keyed_session
@@ -59,10 +60,9 @@ from .statements import (
     _LATEST,
     _ONE,
     _ORDER,
-    _PARTS_OF_ONE,
+    _PAIR,
     _ROW,
     _SESSION_OF,
-    _VALUES,
     _WRITES_OF,
     PAGE,
     _Missing,
@@ -70,11 +70,14 @@ from .statements import (
     _next,
     _page_statement,
     _parts_of_many,
+    _parts_of_one,
     _thread_session,
     _Upserted,
+    _values_of,
     insert_for_new_session,
     insert_for_session_key,
     one_checkpoint_read,
+    read_of_pairs,
     stores_for_session,
     threads_in_scope,
     touch_session_by_key,
@@ -473,9 +476,8 @@ class LangGraphRepository(Repository):
             else:
                 conditions.append(condition)
         if after is not None:
-            conditions.append(
-                tuple_(*_ORDER) < tuple_(after.checkpoint_id, after.checkpoint_ns, after.session_id)
-            )
+            keyset = (after.checkpoint_id, after.checkpoint_ns, after.session_id)
+            conditions.append(rows_before(dialect, _ORDER, keyset))
         size = limit if exact else PAGE
         query = _ROW.where(*conditions).order_by(*_newest_first(checkpoint_ns is not None))
         rows = self._session.execute(query.limit(size)).all()
@@ -537,13 +539,10 @@ class LangGraphRepository(Repository):
         return assembled(rows, *parts)
 
     def _parts_of_one(self, row: Any) -> tuple[_Values, _Writes]:
-        params = {
-            "session_id": row.session_id,
-            "ns": row.checkpoint_ns,
-            "id": row.checkpoint_id,
-            "pairs": sorted(versions_of(row).items()),
-        }
-        parts = self._connection().execute(_PARTS_OF_ONE, params).all()
+        pairs = sorted(versions_of(row).items())
+        statement, params = read_of_pairs(self._dialect_name(), _parts_of_one, pairs)
+        params.update(session_id=row.session_id, ns=row.checkpoint_ns, id=row.checkpoint_id)
+        parts = self._connection().execute(statement, params).all()
         return _parts_of_many(parts, (row.session_id, row.checkpoint_ns, row.checkpoint_id))
 
     def _values(self, rows: Sequence[Any]) -> dict[tuple[str, str, str, str], Typed]:
@@ -560,8 +559,9 @@ class LangGraphRepository(Repository):
             by_place.setdefault((session_id, ns), []).append((channel, version))
         found: dict[tuple[str, str, str, str], Typed] = {}
         for (session_id, ns), pairs in by_place.items():
-            params = {"session_id": session_id, "ns": ns, "pairs": sorted(pairs)}
-            for row in self._connection().execute(_VALUES, params):
+            statement, params = read_of_pairs(self._dialect_name(), _values_of, sorted(pairs))
+            params.update(session_id=session_id, ns=ns)
+            for row in self._connection().execute(statement, params):
                 key = (session_id, ns, row.channel, row.version)
                 found[key] = _unpacked(row.type, row.blob, BLOBS, key)
         return found
@@ -576,9 +576,11 @@ class LangGraphRepository(Repository):
             params = {"session_id": key[0], "ns": key[1], "id": key[2]}
             stored = [(key, row) for row in self._connection().execute(_WRITES_OF, params)]
         else:
-            condition = tuple_(
-                WRITES.c.session_id, WRITES.c.checkpoint_ns, WRITES.c.checkpoint_id
-            ).in_(keys)
+            condition = rows_in(
+                self._dialect_name(),
+                (WRITES.c.session_id, WRITES.c.checkpoint_ns, WRITES.c.checkpoint_id),
+                keys,
+            )
             every = select(
                 WRITES.c.session_id,
                 WRITES.c.checkpoint_ns,
@@ -696,7 +698,9 @@ class LangGraphRepository(Repository):
             )
             .where(
                 WRITES.c.session_id == session_id,
-                tuple_(WRITES.c.checkpoint_ns, WRITES.c.checkpoint_id).in_(places),
+                rows_in(
+                    self._dialect_name(), (WRITES.c.checkpoint_ns, WRITES.c.checkpoint_id), places
+                ),
             )
             .order_by(
                 WRITES.c.checkpoint_ns,
@@ -741,7 +745,7 @@ class LangGraphRepository(Repository):
             )
             .where(
                 BLOBS.c.session_id == session_id,
-                tuple_(BLOBS.c.checkpoint_ns, BLOBS.c.channel, BLOBS.c.version).in_(versions),
+                rows_in(self._dialect_name(), (BLOBS.c.checkpoint_ns, *_PAIR), versions),
             )
             .order_by(BLOBS.c.checkpoint_ns, BLOBS.c.channel, BLOBS.c.version)
             .limit(most)
@@ -867,7 +871,7 @@ class LangGraphRepository(Repository):
                 delete(BLOBS).where(
                     BLOBS.c.session_id == session_id,
                     BLOBS.c.checkpoint_ns == ns,
-                    tuple_(BLOBS.c.channel, BLOBS.c.version).in_(unused[start : start + 500]),
+                    rows_in(self._dialect_name(), _PAIR, unused[start : start + 500]),
                 )
             )
 

@@ -6,14 +6,16 @@ created together with its rows in one round trip (PostgreSQL)."""
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import (
     Column,
     ColumnElement,
+    CompoundSelect,
     Integer,
+    Select,
     String,
     Table,
     Text,
@@ -38,6 +40,8 @@ from .._statements import (
     json_object_entries,
     probe_per_row,
     row_params,
+    rows_before,
+    rows_in,
 )
 from .values import (
     BLOBS,
@@ -128,12 +132,34 @@ _LATEST = _IN_NAMESPACE.order_by(CHECKPOINTS.c.checkpoint_id.desc()).limit(1)
 _ONE = _IN_NAMESPACE.where(CHECKPOINTS.c.checkpoint_id == bindparam("id"))
 
 
-_VALUES = select(BLOBS.c.channel, BLOBS.c.version, BLOBS.c.type, BLOBS.c.blob).where(
-    BLOBS.c.session_id == bindparam("session_id"),
-    BLOBS.c.checkpoint_ns == bindparam("ns"),
-    tuple_(BLOBS.c.channel, BLOBS.c.version).in_(bindparam("pairs", expanding=True)),
-    BLOBS.c.type != "empty",
+_PAIR = (BLOBS.c.channel, BLOBS.c.version)
+"""A channel value's key within its thread and namespace."""
+
+
+def _stored_values(pairs: ColumnElement[bool]) -> tuple[ColumnElement[bool], ...]:
+    """The values of one place (``session_id``, ``ns``) stored (not ``empty``) whose
+    (channel, version) meet ``pairs``."""
+    return (
+        BLOBS.c.session_id == bindparam("session_id"),
+        BLOBS.c.checkpoint_ns == bindparam("ns"),
+        pairs,
+        BLOBS.c.type != "empty",
+    )
+
+
+def _values_of(pairs: ColumnElement[bool]) -> Select[Any]:
+    """The values of ``_stored_values``, read."""
+    return select(BLOBS.c.channel, BLOBS.c.version, BLOBS.c.type, BLOBS.c.blob).where(
+        *_stored_values(pairs)
+    )
+
+
+_WRITES_OF_ONE = (
+    WRITES.c.session_id == bindparam("session_id"),
+    WRITES.c.checkpoint_ns == bindparam("ns"),
+    WRITES.c.checkpoint_id == bindparam("id"),
 )
+"""The pending writes of one checkpoint (``session_id``, ``ns``, ``id``)."""
 
 
 _WRITES_OF = select(
@@ -143,11 +169,7 @@ _WRITES_OF = select(
     WRITES.c.type,
     WRITES.c.blob,
     WRITES.c.task_path,
-).where(
-    WRITES.c.session_id == bindparam("session_id"),
-    WRITES.c.checkpoint_ns == bindparam("ns"),
-    WRITES.c.checkpoint_id == bindparam("id"),
-)
+).where(*_WRITES_OF_ONE)
 
 
 _CHECKPOINT_PART, _VALUE_PART, _WRITE_PART = 0, 1, 2
@@ -173,42 +195,57 @@ NULL too (sqlite3: about 50 ns), and a checkpoint's pending writes are most of a
 rows: sharing the positions left a write row 4 columns of NULL where it had 9."""
 
 
-_PARTS_OF_ONE = union_all(
-    select(
-        literal(_VALUE_PART).label("part"),
-        BLOBS.c.channel,
-        null().label("session_id"),
-        null().label("checkpoint_ns"),
-        BLOBS.c.version,
-        null().label("task_id"),
-        BLOBS.c.type,
-        BLOBS.c.blob,
-        null().label("task_path"),
-        sql_cast(null(), Integer).label("idx"),
-    ).where(
-        BLOBS.c.session_id == bindparam("session_id"),
-        BLOBS.c.checkpoint_ns == bindparam("ns"),
-        tuple_(BLOBS.c.channel, BLOBS.c.version).in_(bindparam("pairs", expanding=True)),
-        BLOBS.c.type != "empty",
-    ),
-    select(
-        literal(_WRITE_PART),
-        WRITES.c.channel,
-        null(),
-        null(),
-        null(),
-        WRITES.c.task_id,
-        WRITES.c.type,
-        WRITES.c.blob,
-        WRITES.c.task_path,
-        WRITES.c.idx,
-    ).where(
-        WRITES.c.session_id == bindparam("session_id"),
-        WRITES.c.checkpoint_ns == bindparam("ns"),
-        WRITES.c.checkpoint_id == bindparam("id"),
-    ),
-)
-"""One checkpoint's channel values and pending writes in one query (one round trip)."""
+def _parts_of_one(pairs: ColumnElement[bool]) -> CompoundSelect[Any]:
+    """One checkpoint's channel values (those whose (channel, version) meet ``pairs``)
+    and pending writes in one query (one round trip)."""
+    return union_all(
+        select(
+            literal(_VALUE_PART).label("part"),
+            BLOBS.c.channel,
+            null().label("session_id"),
+            null().label("checkpoint_ns"),
+            BLOBS.c.version,
+            null().label("task_id"),
+            BLOBS.c.type,
+            BLOBS.c.blob,
+            null().label("task_path"),
+            sql_cast(null(), Integer).label("idx"),
+        ).where(*_stored_values(pairs)),
+        select(
+            literal(_WRITE_PART),
+            WRITES.c.channel,
+            null(),
+            null(),
+            null(),
+            WRITES.c.task_id,
+            WRITES.c.type,
+            WRITES.c.blob,
+            WRITES.c.task_path,
+            WRITES.c.idx,
+        ).where(*_WRITES_OF_ONE),
+    )
+
+
+_PAIRS_READS: dict[Any, Any] = {
+    build: build(tuple_(*_PAIR).in_(bindparam("pairs", expanding=True)))
+    for build in (_values_of, _parts_of_one)
+}
+"""``_values_of`` and ``_parts_of_one`` built once, the pairs one expanding parameter
+of row values, for the databases that compare them."""
+
+
+def read_of_pairs(
+    dialect_name: str,
+    build: Callable[[ColumnElement[bool]], Any],
+    pairs: Sequence[tuple[str, str]],
+) -> tuple[Any, dict[str, Any]]:
+    """``build`` (``_values_of``, ``_parts_of_one``) for the (channel, version)
+    ``pairs``, with the parameters that name them: the statement built once, the pairs
+    one expanding parameter, where the database compares row values
+    (``Capabilities.row_values``); elsewhere built for these pairs (``rows_in``)."""
+    if capabilities(dialect_name).row_values:
+        return _PAIRS_READS[build], {"pairs": list(pairs)}
+    return build(rows_in(dialect_name, _PAIR, pairs)), {}
 
 
 def _checkpoint_with_parts(query: Any, dialect_name: str, *, page: bool) -> Any:
@@ -342,7 +379,7 @@ def _page_statement(
                 bindparam("after_ns", type_=CHECKPOINTS.c.checkpoint_ns.type),
                 bindparam("after_session", type_=SESSIONS.c.id.type),
             )
-            conditions.append(tuple_(*_ORDER) < tuple_(*position))
+            conditions.append(rows_before(dialect_name, _ORDER, position))
         query = (
             _ROW.where(*conditions)
             .order_by(*_newest_first(ns))
