@@ -206,16 +206,26 @@ def inserted_unless_stored(executor: Executor, statement: Executable, params: An
     savepoint = connection.begin_nested()
     try:
         connection.execute(statement, params)
-    except sa_exc.IntegrityError as error:
-        savepoint.rollback()
-        if is_unique_violation(error):
+    except BaseException as error:
+        _undo(savepoint, error)
+        if isinstance(error, sa_exc.IntegrityError) and is_unique_violation(error):
             return False
-        raise
-    except BaseException:
-        savepoint.rollback()
         raise
     savepoint.commit()
     return True
+
+
+def _undo(savepoint: Any, error: BaseException) -> None:
+    """Roll ``savepoint`` back after ``error``. Where the server had rolled the whole
+    transaction back (InnoDB after a deadlock), ROLLBACK TO answers that the savepoint
+    does not exist (1305); that error is raised from ``error``, since an async driver
+    raises it in a greenlet of its own, where ``error`` is not its context, and the
+    error translation looks for what lost the transaction along the chain (a deadlock:
+    a serialization conflict, retried)."""
+    try:
+        savepoint.rollback()
+    except sa_exc.DBAPIError as gone:
+        raise gone from error
 
 
 def json_from_text(session: Session, json_text: str) -> ColumnElement[Any]:
