@@ -313,6 +313,7 @@ async def test_a_read_of_one_statement_on_sqlite_sends_no_begin(harness: Harness
         await harness.ledger.messages.all("never")
 
 
+@pytest.mark.native  # driver SQL is a fast path: the portable profile turns it off
 @tier("driver")
 async def test_a_conversations_reads_of_one_statement_begin_no_orm_session_on_driver_sql(
     harness: Harness,
