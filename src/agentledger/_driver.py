@@ -18,7 +18,7 @@ Where it runs is the ledger's ``driver_sql`` option, read once by its runner
 capability ``driver_sql``: SQLite and PostgreSQL; an engine the ledger created, whose
 connections no one else configures; no PostgreSQL schema map), or off, every statement
 through SQLAlchemy. Only the operations marked ``on_driver`` take it (LangGraph's hot
-calls, and the reads of a conversation's messages that are one statement). SQLAlchemy's
+calls). SQLAlchemy's
 engine logging sees its statements: each is logged by the engine's logger as
 SQLAlchemy logs its own (the SQL, then its parameters, tagged ``[driver SQL]``), with
 its COMMIT and ROLLBACK. Statement listeners

@@ -43,7 +43,7 @@ from agentledger.testing.checkpoints import (
 )
 from agentledger.testing.sessions import BAD_IDS
 
-from ._sql import on_engine, orm_transactions, starting, statements_during, work
+from ._sql import on_engine, starting, statements_during, work
 
 
 async def _warmed(harness: Harness) -> None:
@@ -313,32 +313,8 @@ async def test_a_read_of_one_statement_on_sqlite_sends_no_begin(harness: Harness
         await harness.ledger.messages.all("never")
 
 
-@pytest.mark.native  # driver SQL is a fast path: the portable profile turns it off
 @tier("driver")
-async def test_a_conversations_reads_of_one_statement_begin_no_orm_session_on_driver_sql(
-    harness: Harness,
-) -> None:
-    await harness.ledger.sessions.create("driver")
-    await harness.ledger.messages.append(
-        "driver",
-        [NewMessage(role="user", content="hi"), NewMessage(role="assistant", content="yo")],
-    )
-    long_ago, later = datetime(2000, 1, 1, tzinfo=UTC), datetime(2999, 1, 1, tzinfo=UTC)
-    with orm_transactions() as begun:
-        read = [
-            await harness.ledger.messages.all("driver"),
-            await harness.ledger.messages.last("driver", 2),
-            await harness.ledger.messages.window("driver", after_seq=0, limit=5),
-            await harness.ledger.messages.since("driver", long_ago),
-            await harness.ledger.messages.before("driver", later, last=2),
-        ]
-    assert [[m.content for m in messages] for messages in read] == [["hi", "yo"]] * 5
-    on_driver = harness.ledger.engine.dialect.name in ("sqlite", "postgresql")
-    assert (begun == []) is on_driver
-
-
-@tier("driver")
-async def test_an_empty_answer_on_driver_sql_tells_a_missing_session_from_an_empty_one(
+async def test_an_empty_answer_tells_a_missing_session_from_an_empty_one(
     harness: Harness,
 ) -> None:
     await harness.ledger.sessions.create("empty")

@@ -607,7 +607,7 @@ class MessageRepository(Repository):
         self._session.connection().execute(_DELETE_FROM, {"id": record.id, "seq": newest[0].seq})
         return Popped(session=after, messages=newest)
 
-    @operation(writes=False, on_driver=True)
+    @operation(writes=False)
     def last(self, id: str, n: int) -> list[Message]:
         """The most recent ``n`` messages, in chronological (seq) order.
 
@@ -616,7 +616,7 @@ class MessageRepository(Repository):
         """
         return messages_of(_LOG.last(self._work, self._one_statement_connection(), id, n), id)
 
-    @operation(writes=False, on_driver=True)
+    @operation(writes=False)
     def window(self, id: str, *, after_seq: int = 0, limit: int = 100) -> list[Message]:
         """Up to ``limit`` messages after ``after_seq``, in seq order: page through a long
         conversation by passing the last seq seen.
@@ -635,7 +635,7 @@ class MessageRepository(Repository):
             id,
         )
 
-    @operation(writes=False, on_driver=True)
+    @operation(writes=False)
     def since(self, id: str, at: datetime, *, last: int | None = None) -> list[Message]:
         """The messages created at or after ``at`` (inclusive), in time order (ties by
         seq); with ``last``, only the newest ``last`` of them. One indexed query.
@@ -646,7 +646,7 @@ class MessageRepository(Repository):
         """
         return self._by_time(id, at, before=False, last=last)
 
-    @operation(writes=False, on_driver=True)
+    @operation(writes=False)
     def before(self, id: str, at: datetime, *, last: int | None = None) -> list[Message]:
         """The messages created before ``at``, in time order (ties by seq); with
         ``last``, only the newest ``last`` of them. One indexed query.
@@ -694,7 +694,7 @@ class MessageRepository(Repository):
         found = {"session": record, "messages": messages_of(rows, id)}
         return from_stored(Conversation, found)
 
-    @operation(writes=False, on_driver=True)
+    @operation(writes=False)
     def all(self, id: str) -> list[Message]:
         """The whole conversation, in seq order.
 
