@@ -20,7 +20,7 @@ from .._checks import bounded_int
 from ..errors import NotFoundError
 from ..ids import validate_id
 from ..records import collector_paused
-from ._base import Executor, NeedsSession, Work
+from ._base import Work
 from ._session_row import session_exists
 from ._statements import stream_options
 
@@ -47,7 +47,7 @@ class SeqLog:
         self.max_read = max_read
         """The most rows one read may ask for."""
 
-    def last(self, work: Work, connection: Executor, id: str, n: object) -> Sequence[Row[Any]]:
+    def last(self, work: Work, connection: Connection, id: str, n: object) -> Sequence[Row[Any]]:
         """The newest ``n`` rows of session ``id``, in seq order."""
         validate_id(id)
         count = bounded_int(n, "n", low=1, high=self.max_read)
@@ -65,7 +65,7 @@ class SeqLog:
         return session.connection().execute(self._all, {"id": id}).all()
 
     def window(
-        self, work: Work, connection: Executor, id: str, *, after_seq: object, limit: object
+        self, work: Work, connection: Connection, id: str, *, after_seq: object, limit: object
     ) -> Sequence[Row[Any]]:
         """Up to ``limit`` rows of session ``id`` after ``after_seq``, in seq order."""
         validate_id(id)
@@ -73,22 +73,18 @@ class SeqLog:
         after = bounded_int(after_seq, "after_seq")
         return self.rows(work, connection, id, self._window, after=after, n=count)
 
-    def all(self, work: Work, connection: Executor, id: str) -> Sequence[Row[Any]]:
+    def all(self, work: Work, connection: Connection, id: str) -> Sequence[Row[Any]]:
         """Every row of session ``id``, in seq order."""
         validate_id(id)
         return self.rows(work, connection, id, self._all)
 
     def rows(
-        self, work: Work, connection: Executor, id: str, query: Select[Any], **params: Any
+        self, work: Work, connection: Connection, id: str, query: Select[Any], **params: Any
     ) -> Sequence[Row[Any]]:
         """The rows of ``query`` (on session ``id``), read on ``connection`` (the
-        repository's ``_one_statement_connection``: driver SQL, or SQLAlchemy's
-        Connection); NotFoundError when there are none and the session does not exist
-        (looked up on ``work``'s Session: driver SQL falls back to SQLAlchemy for it,
-        which only an empty answer pays)."""
+        repository's ``_one_statement_session_connection``); NotFoundError when there
+        are none and the session does not exist."""
         if params.get("n", 0) > STREAM_ABOVE:
-            if not isinstance(connection, Connection):
-                raise NeedsSession("a streamed read needs SQLAlchemy's server-side cursor")
             connection = connection.execution_options(**stream_options(connection, STREAM_ABOVE))
         result = connection.execute(query, {"id": id, **params})
         with collector_paused():  # building thousands of rows: see records.collector_paused

@@ -614,7 +614,9 @@ class MessageRepository(Repository):
         Raises:
             NotFoundError: no such session.
         """
-        return messages_of(_LOG.last(self._work, self._one_statement_connection(), id, n), id)
+        return messages_of(
+            _LOG.last(self._work, self._one_statement_session_connection(), id, n), id
+        )
 
     @operation(writes=False)
     def window(self, id: str, *, after_seq: int = 0, limit: int = 100) -> list[Message]:
@@ -627,7 +629,7 @@ class MessageRepository(Repository):
         return messages_of(
             _LOG.window(
                 self._work,
-                self._one_statement_connection(),
+                self._one_statement_session_connection(),
                 id,
                 after_seq=after_seq,
                 limit=limit,
@@ -666,7 +668,7 @@ class MessageRepository(Repository):
             params["n"] = bounded_int(last, "last", low=1, high=MAX_READ)
         rows = _LOG.rows(
             self._work,
-            self._one_statement_connection(),
+            self._one_statement_session_connection(),
             id,
             _TIME_READS[before, last is not None],
             **params,
@@ -701,7 +703,7 @@ class MessageRepository(Repository):
         Raises:
             NotFoundError: no such session.
         """
-        return messages_of(_LOG.all(self._work, self._one_statement_connection(), id), id)
+        return messages_of(_LOG.all(self._work, self._one_statement_session_connection(), id), id)
 
 
 def _keys_and_scopes(scopes: _state.Scopes) -> CompoundSelect[Any]:
