@@ -23,13 +23,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
 
-from sqlalchemy import event
+from sqlalchemy import String, event
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.ddl import ExecutableDDLElement
 from sqlalchemy.sql.dml import Delete, Insert, Update
 from sqlalchemy.sql.elements import TextClause
 from sqlalchemy.sql.selectable import Select
+from sqlalchemy.types import NullType
 
 DIALECTS: dict[str, Callable[[], Dialect]] = {}
 
@@ -335,11 +336,58 @@ def empty_strings(multiparams: Any, params: Any) -> set[str]:
     return found
 
 
+def sent_empty(
+    statement: ClauseElement, keys: list[str], names: set[str], dialect: Dialect
+) -> list[str]:
+    """Those of ``names`` (parameters bound to ``''``; ``keys``: all of them) that
+    ``dialect`` would still be sent as ``''`` after its column types' bind processing
+    (Oracle stores it as NULL)."""
+    if not names:
+        return []
+    processors = compiled_for(statement, dialect, keys)._bind_processors
+    return sorted(name for name in names if name not in processors or processors[name]("") == "")
+
+
+def read_without_stand_in(statement: ClauseElement, keys: list[str], dialect: Dialect) -> list[str]:
+    """The result columns of ``statement`` named as a column that stores ``''`` as a
+    stand-in on ``dialect`` (``models.types.ORACLE_EMPTY``) whose type would not read it
+    back as ``''`` there (an untyped NULL heading a UNION's column, say)."""
+    from agentledger.models import metadata
+    from agentledger.models.types import ORACLE_EMPTY
+
+    kept = {
+        column.name
+        for table in metadata.tables.values()
+        for column in table.c
+        if _stores_stand_in(column, dialect)
+    }
+    found = []
+    for entry in getattr(compiled_for(statement, dialect, keys), "_result_columns", None) or []:
+        if entry.keyname not in kept or not isinstance(entry.type, String | NullType):
+            continue  # another table's column of that name, an integer id say
+        processor = entry.type._cached_result_processor(dialect, None)
+        if processor is None or processor(ORACLE_EMPTY) != "":
+            found.append(entry.keyname)
+    return sorted(set(found))
+
+
+def _stores_stand_in(column: Any, dialect: Dialect) -> bool:
+    if not isinstance(column.type, String):
+        return False
+    processor = column.type._cached_bind_processor(dialect)
+    return processor is not None and processor("") != ""
+
+
+def compiled_for(statement: ClauseElement, dialect: Dialect, keys: list[str]) -> Any:
+    """``statement`` compiled by ``dialect`` with parameters named ``keys``."""
+    if isinstance(statement, ExecutableDDLElement):
+        return statement.compile(dialect=dialect)
+    return statement.compile(dialect=dialect, column_keys=keys)
+
+
 def compiled(statement: ClauseElement, dialect: Dialect, keys: list[str]) -> str:
     """``statement`` as ``dialect`` would send it with parameters named ``keys``."""
-    if isinstance(statement, ExecutableDDLElement):
-        return str(statement.compile(dialect=dialect))
-    return str(statement.compile(dialect=dialect, column_keys=keys))
+    return str(compiled_for(statement, dialect, keys))
 
 
 def main(names: list[str]) -> dict[str, Any]:
@@ -389,6 +437,12 @@ def main(names: list[str]) -> dict[str, Any]:
             "locking": getattr(statement, "_for_update_arg", None) is not None,
             "shared": bool(getattr(getattr(statement, "_for_update_arg", None), "read", False)),
             "empty_strings": sorted(empty[sqlite_sql]),
+            "empty_strings_to_oracle": sent_empty(
+                statement, keys, empty[sqlite_sql], DIALECTS["oracle"]()
+            ),
+            "oracle_reads_stand_in_as_stored": read_without_stand_in(
+                statement, keys, DIALECTS["oracle"]()
+            ),
         }
         for name, dialect in dialects.items():
             try:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from sqlalchemy import ForeignKey, Unicode, UniqueConstraint
+from sqlalchemy import ForeignKey, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from .._limits import MAX_CAPABILITY_LENGTH as MAX_CAPABILITY_LENGTH
 from .base import MYSQL_TABLE_ARGS, Base
-from .types import BigIntId, Identifier, UTCDateTime
+from .types import BigIntId, Identifier, ShortText, UTCDateTime
 
 if TYPE_CHECKING:
     from .session import AgentSession
@@ -33,7 +33,7 @@ class AgentGrant(Base):
     capability_hash: Mapped[str] = mapped_column(Identifier(64))
     """SHA-256 (hex) of ``capability``: the unique key, since a 4,096-character string is
     beyond MySQL's index key limit."""
-    granted_by: Mapped[str | None] = mapped_column(Unicode(255))
+    granted_by: Mapped[str | None] = mapped_column(ShortText(255))
     """Who approved it, if known."""
     granted_at: Mapped[datetime] = mapped_column(UTCDateTime())
     """When it was approved last (granting again refreshes it)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ForeignKey, Index, Integer, Unicode
+from sqlalchemy import ForeignKey, Index, Integer
 from sqlalchemy.orm import Mapped, mapped_column
 
 from .._limits import MAX_CHANNEL_LENGTH as MAX_CHANNEL_LENGTH
@@ -30,6 +30,7 @@ from .types import (
     JSONState,
     OrderedIdentifier,
     PlainText,
+    ShortText,
     UTCDateTime,
     nonclustered_primary_key,
 )
@@ -66,7 +67,7 @@ class AgentLangGraphCheckpoint(Base):
     foreign key, since a parent may be pruned while its children stay."""
     run_id: Mapped[str | None] = mapped_column(Identifier(255))
     """The run that wrote it (``metadata["run_id"]``), for ``delete_for_runs``."""
-    type: Mapped[str] = mapped_column(Unicode(MAX_TYPE_LENGTH))
+    type: Mapped[str] = mapped_column(ShortText(MAX_TYPE_LENGTH))
     """The serializer's type tag of ``checkpoint`` (``+zlib`` at its end: compressed)."""
     checkpoint: Mapped[bytes] = mapped_column(Binary())
     """The checkpoint as serialized, its channel values left out."""
@@ -107,7 +108,7 @@ class AgentLangGraphBlob(Base):
     """The channel's name."""
     version: Mapped[str] = mapped_column(Identifier(MAX_VERSION_LENGTH), primary_key=True)
     """The channel's version (as text)."""
-    type: Mapped[str] = mapped_column(Unicode(MAX_TYPE_LENGTH))
+    type: Mapped[str] = mapped_column(ShortText(MAX_TYPE_LENGTH))
     """The serializer's type tag (``+zlib`` at its end: ``blob`` is compressed);
     ``empty`` for a channel without a value."""
     blob: Mapped[bytes | None] = mapped_column(Binary())
@@ -142,7 +143,7 @@ class AgentLangGraphWrite(Base):
     (error, interrupt, resume...), which a later write of the task replaces."""
     channel: Mapped[str] = mapped_column(Identifier(MAX_CHANNEL_LENGTH))
     """The channel written."""
-    type: Mapped[str] = mapped_column(Unicode(MAX_TYPE_LENGTH))
+    type: Mapped[str] = mapped_column(ShortText(MAX_TYPE_LENGTH))
     """The serializer's type tag of ``blob`` (``+zlib`` at its end: compressed)."""
     blob: Mapped[bytes] = mapped_column(Binary())
     """The serialized value."""

@@ -5,13 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import ForeignKey, Index, Integer, Unicode, UniqueConstraint
+from sqlalchemy import ForeignKey, Index, Integer, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from .._limits import MAX_ROLE_LENGTH as MAX_ROLE_LENGTH
 from .._limits import MAX_ROW_KEY_LENGTH as MAX_ROW_KEY_LENGTH
 from .base import MYSQL_TABLE_ARGS, Base
-from .types import BigIntId, Identifier, JSONDocument, UTCDateTime
+from .types import BigIntId, Identifier, JSONDocument, ShortText, UTCDateTime
 
 if TYPE_CHECKING:
     from .session import AgentSession
@@ -30,7 +30,7 @@ class AgentMessage(Base):
     """The session the message belongs to; deleted with it."""
     seq: Mapped[int] = mapped_column(Integer)
     """Position in the conversation: starts at 1, strictly increases, never reused."""
-    role: Mapped[str] = mapped_column(Unicode(MAX_ROLE_LENGTH))
+    role: Mapped[str] = mapped_column(ShortText(MAX_ROLE_LENGTH))
     """Who spoke: ``user``, ``assistant``, ``system``, ``tool`` or a harness's own role
     (an agent's name, say); up to 255 characters."""
     content: Mapped[Any] = mapped_column(JSONDocument())

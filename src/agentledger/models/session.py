@@ -5,13 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import BigInteger, Index, Integer, Unicode, UniqueConstraint
+from sqlalchemy import BigInteger, Index, Integer, UniqueConstraint
 from sqlalchemy.orm import Mapped, WriteOnlyMapped, mapped_column, relationship
 
 from .._limits import MAX_EXTERNAL_KEY_LENGTH as MAX_EXTERNAL_KEY_LENGTH
 from .._limits import MAX_SCOPE_LENGTH as MAX_SCOPE_LENGTH
 from .base import MYSQL_TABLE_ARGS, Base
-from .types import Identifier, JSONDocument, JSONState, UTCDateTime
+from .types import Identifier, JSONDocument, JSONState, ShortText, UTCDateTime
 
 if TYPE_CHECKING:
     from .checkpoint import AgentCheckpoint
@@ -48,11 +48,11 @@ class AgentSession(Base):
     """SHA-256 (hex) of (app_name, user_id, external_key): the unique key of a keyed
     session, since NULL scopes are distinct in a unique constraint and 1,024 characters
     are beyond MariaDB's index key limit. NULL for a session without a key."""
-    title: Mapped[str | None] = mapped_column(Unicode(512))
+    title: Mapped[str | None] = mapped_column(ShortText(512))
     """A human title; listings fall back to ``preview`` when it is empty."""
-    model: Mapped[str | None] = mapped_column(Unicode(255))
+    model: Mapped[str | None] = mapped_column(ShortText(255))
     """The model the session talks to, as the caller names it."""
-    status: Mapped[str] = mapped_column(Unicode(32))
+    status: Mapped[str] = mapped_column(ShortText(32))
     """``active`` until a run is finalized, then the last run's status
     (``completed``, ``failed``, ``cancelled`` or ``interrupted``)."""
     state: Mapped[dict[str, Any]] = mapped_column(JSONState())
@@ -75,7 +75,7 @@ class AgentSession(Base):
     """The summary of the last finalized run (status, model, usage, error, ended_at)."""
     latest_checkpoint_ref: Mapped[str | None] = mapped_column(Identifier(64))
     """The ref of the newest checkpoint; the compare-and-set target of a resume."""
-    preview: Mapped[str | None] = mapped_column(Unicode(256))
+    preview: Mapped[str | None] = mapped_column(ShortText(256))
     """The opening user message, shortened: how a person recognises the session."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     """When the session was created (UTC, microseconds)."""

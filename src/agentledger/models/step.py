@@ -10,14 +10,13 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
-    Unicode,
     UniqueConstraint,
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from .._limits import MAX_ROW_KEY_LENGTH
 from .base import MYSQL_TABLE_ARGS, Base
-from .types import BigIntId, Identifier, JSONDocument, PlainText, UTCDateTime
+from .types import BigIntId, Identifier, JSONDocument, PlainText, ShortText, UTCDateTime
 
 if TYPE_CHECKING:
     from .session import AgentSession
@@ -41,11 +40,11 @@ class AgentStep(Base):
     """The index the harness recorded; stored as given and not unique (loops reuse them)."""
     run_id: Mapped[str | None] = mapped_column(Identifier(128))
     """The run (one turn of the agent loop) the step belongs to, if the harness names runs."""
-    kind: Mapped[str] = mapped_column(Unicode(32))
+    kind: Mapped[str] = mapped_column(ShortText(32))
     """``model`` for a model call, ``tool`` for a tool call, or a harness's own kind."""
-    name: Mapped[str | None] = mapped_column(Unicode(255))
+    name: Mapped[str | None] = mapped_column(ShortText(255))
     """The tool's name for a tool step; free for other kinds."""
-    model: Mapped[str | None] = mapped_column(Unicode(255))
+    model: Mapped[str | None] = mapped_column(ShortText(255))
     """The model that answered a model step."""
     input: Mapped[Any] = mapped_column(JSONDocument(none_as_null=True), nullable=True)
     """What the step was given (JSON), if recorded."""

@@ -29,8 +29,8 @@ This module is the one home of column-type dialect differences:
 - ``nonclustered_primary_key``: SQL Server makes a primary key its clustered index,
   whose key stops at 900 bytes (NVARCHAR takes 2 a character); a nonclustered one
   takes 1,700. Wider keys are nonclustered there; no other dialect reads the option.
-- Free text (titles, roles, kinds, errors): SQLAlchemy's ``Unicode(n)`` and
-  ``PlainText()``, VARCHAR(n) and TEXT everywhere but SQL Server, where they are
+- Free text (titles, roles, kinds, errors): ``ShortText(n)`` (SQLAlchemy's
+  ``Unicode(n)``) and ``PlainText()``, VARCHAR(n) and TEXT everywhere but SQL Server, where they are
   NVARCHAR(n) and NVARCHAR(max) (its VARCHAR holds a code page, not Unicode).
 - ``OrderedIdentifier``: an identifier that is also sorted on (LangGraph's checkpoint
   ids): byte order everywhere, so PostgreSQL's "C" collation (a database's default
@@ -39,6 +39,9 @@ This module is the one home of column-type dialect differences:
   VARBINARY(max) on SQL Server (its IMAGE is deprecated).
 - ``LongText``: LONGTEXT on MariaDB/MySQL, NVARCHAR(max) on SQL Server (its TEXT is
   deprecated and holds a code page, not Unicode), CLOB on Oracle.
+- The empty string: Oracle stores ``''`` as NULL, so ``Identifier``,
+  ``OrderedIdentifier``, ``ShortText``, ``PlainText`` and ``LongText`` store it there as a stand-in
+  (``_OracleKeptEmpty``) and read it back as ``''``.
 
 Oracle and SQL Server are not run on: their types are chosen so the schema and every
 statement compile and mean the same there (tests/dialects/test_compiled_dialects.py);
@@ -73,6 +76,7 @@ from sqlalchemy import (
     String,
     Text,
     TextClause,
+    Unicode,
     UnicodeText,
     func,
     text,
@@ -184,6 +188,51 @@ def _aware_utc(value: datetime | None) -> datetime | None:
     return as_utc(value) if zone is None else value.astimezone(UTC)
 
 
+ORACLE_EMPTY = "\x01"
+"""What Oracle stores for the empty string (``_OracleKeptEmpty``)."""
+
+
+class _OracleKeptEmpty(TypeDecorator[str]):
+    """Text that keeps the empty string on Oracle, which stores ``''`` as NULL: a NOT
+    NULL key (LangGraph's root namespace is ``''``) would refuse it, and a nullable
+    column would read back None. ``''`` is stored as ``ORACLE_EMPTY`` and a value
+    starting with it gains one more in front, so every value reads back as written and
+    sorts as it did (no text agentledger accepts starts below it: NUL is refused).
+    Compared with ``=`` or a range, the parameter is stored the same way; a LIKE
+    pattern is never the empty string. The declared type (``impl``) is unchanged."""
+
+    impl = String
+    cache_ok = True
+
+    def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
+        """The stored form of ``value``."""
+        if value is None or (value and value[0] != ORACLE_EMPTY):
+            return value
+        return ORACLE_EMPTY + value
+
+    def process_literal_param(self, value: str | None, dialect: Dialect) -> str:
+        """As a parameter, when rendered inline (SQLAlchemy renders None as NULL first)."""
+        return self.process_bind_param(value, dialect) or ""
+
+    def process_result_value(self, value: str | None, dialect: Dialect) -> str | None:
+        """The value as written."""
+        if value is None or not value or value[0] != ORACLE_EMPTY:
+            return value
+        return value[1:]
+
+
+class _OracleKeptEmptyText(_OracleKeptEmpty):
+    """``_OracleKeptEmpty`` over unbounded text (Oracle's NCLOB)."""
+
+    impl = UnicodeText
+
+
+class _OracleKeptEmptyUnicode(_OracleKeptEmpty):
+    """``_OracleKeptEmpty`` over short free text (Oracle's NVARCHAR2)."""
+
+    impl = Unicode
+
+
 def _mssql_identifier(length: int) -> TypeEngine[str]:
     # NVARCHAR(n) stops at 4,000; NVARCHAR(max) holds more but cannot be a key.
     declared: int | str = length if length <= MSSQL_MAX_NVARCHAR else "max"
@@ -199,6 +248,7 @@ def Identifier(length: int) -> TypeEngine[str]:
             mysql.VARCHAR(length, charset="utf8mb4", collation="utf8mb4_bin"), *MYSQL_DIALECTS
         )
         .with_variant(_mssql_identifier(length), "mssql")
+        .with_variant(_OracleKeptEmpty(length), "oracle")
     )
 
 
@@ -213,7 +263,14 @@ def OrderedIdentifier(length: int) -> TypeEngine[str]:
         )
         .with_variant(postgresql.VARCHAR(length, collation="C"), "postgresql")
         .with_variant(_mssql_identifier(length), "mssql")
+        .with_variant(_OracleKeptEmpty(length), "oracle")
     )
+
+
+def ShortText(length: int) -> TypeEngine[str]:
+    """Free text of up to ``length`` characters (a title, a role, a kind): SQLAlchemy's
+    ``Unicode(length)``, NVARCHAR on SQL Server, keeping ``''`` on Oracle."""
+    return Unicode(length).with_variant(_OracleKeptEmptyUnicode(length), "oracle")
 
 
 def PlainText() -> TypeEngine[str]:
@@ -221,7 +278,11 @@ def PlainText() -> TypeEngine[str]:
     Oracle, NVARCHAR(max) on SQL Server, named, since SQLAlchemy's UnicodeText there is
     NTEXT (deprecated) unless a server of 2012 or later was seen: an offline script
     sees none."""
-    return UnicodeText().with_variant(mssql.NVARCHAR("max"), "mssql")  # type: ignore[arg-type]
+    return (
+        UnicodeText()
+        .with_variant(mssql.NVARCHAR("max"), "mssql")  # type: ignore[arg-type]
+        .with_variant(_OracleKeptEmptyText(), "oracle")
+    )
 
 
 def LongText() -> TypeEngine[str]:

@@ -26,6 +26,7 @@ from sqlalchemy import (
     select,
     true,
     tuple_,
+    type_coerce,
     union_all,
     update,
 )
@@ -202,13 +203,15 @@ def _parts_of_one(pairs: ColumnElement[bool]) -> CompoundSelect[Any]:
         select(
             literal(_VALUE_PART).label("part"),
             BLOBS.c.channel,
-            null().label("session_id"),
-            null().label("checkpoint_ns"),
+            # Typed as the writes' columns they head (no SQL changes): their values are
+            # read through the type, which on Oracle turns its stand-in back into ''.
+            type_coerce(null(), WRITES.c.session_id.type).label("session_id"),
+            type_coerce(null(), WRITES.c.checkpoint_ns.type).label("checkpoint_ns"),
             BLOBS.c.version,
-            null().label("task_id"),
+            type_coerce(null(), WRITES.c.task_id.type).label("task_id"),
             BLOBS.c.type,
             BLOBS.c.blob,
-            null().label("task_path"),
+            type_coerce(null(), WRITES.c.task_path.type).label("task_path"),
             sql_cast(null(), Integer).label("idx"),
         ).where(*_stored_values(pairs)),
         select(
