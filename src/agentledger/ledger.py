@@ -47,7 +47,6 @@ from ._retry import RetryPolicy, checked_policy, policy_of_run, retrying, should
 from ._runner import LedgerRunner, PrimaryReads, marked_open, refuse_if_open
 from .clock import Clock, system_clock
 from .engine import (
-    DEFAULT_LOCK_TIMEOUT_S,
     EnginePerLoop,
     MemoryDatabase,
     OneEngine,
@@ -107,7 +106,8 @@ class Ledger:
             is never retried, so this is the longest any lock wait lasts.
         statement_timeout: seconds a statement may run before ``QueryCancelledError``
             (PostgreSQL, MariaDB/MySQL; default: none). Both apply to the engine the
-            ledger creates; with ``engine=``, set them on your engine.
+            ledger creates; with ``engine=``, set them on your engine. A dialect
+            agentledger was not tested on gets neither, and refuses either given.
         driver_sql: run LangGraph's hot calls as prebuilt statements on the driver's
             connection, past SQLAlchemy's per-statement work (``agentledger._driver``),
             where it can: SQLite and PostgreSQL, on an engine the ledger creates,
@@ -376,7 +376,8 @@ class AsyncLedger:
             is never retried, so this is the longest any lock wait lasts.
         statement_timeout: seconds a statement may run before ``QueryCancelledError``
             (PostgreSQL, MariaDB/MySQL; default: none). Both apply to the engine the
-            ledger creates; with ``engine=``, set them on your engine.
+            ledger creates; with ``engine=``, set them on your engine. A dialect
+            agentledger was not tested on gets neither, and refuses either given.
         driver_sql: run LangGraph's hot calls as prebuilt statements on the driver's
             connection, past SQLAlchemy's per-statement work (``agentledger._driver``),
             where it can: SQLite and PostgreSQL, on an engine the ledger creates,
@@ -792,10 +793,7 @@ def _checked_timeouts(
                 f"got {value!r}",
                 path=name,
             )
-    return {
-        "lock_timeout": DEFAULT_LOCK_TIMEOUT_S if lock_timeout is None else lock_timeout,
-        "statement_timeout": statement_timeout,
-    }
+    return {"lock_timeout": lock_timeout, "statement_timeout": statement_timeout}
 
 
 def _session_behind_async_session(*, bind: Engine | Connection, **options: Any) -> Session:

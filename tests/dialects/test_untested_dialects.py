@@ -328,3 +328,39 @@ def test_a_user_who_may_not_create_a_table_is_probed_for_savepoints_only(
                 connection.exec_driver_sql("DROP OWNED BY agentledger_untested_reader")
                 connection.exec_driver_sql("DROP ROLE agentledger_untested_reader")
             admin.dispose()
+
+
+@pytest.mark.postgresql
+@pytest.mark.parametrize(
+    ("drivername", "lock_timeout"),
+    [("postgresql+psycopg", "15s"), ("pglike", "0")],
+    ids=["tested-postgresql", "untested-pglike"],
+)
+def test_a_ledger_sets_its_lock_timeout_only_on_a_dialect_it_was_tested_on(
+    tmp_path: Path, drivername: str, lock_timeout: str
+) -> None:
+    # The same server under both names: its own default (0, none) stays on the untested one.
+    with (
+        scratch_database("postgresql", str(tmp_path)) as base,
+        Ledger(base.set(drivername=drivername)) as ledger,
+        ledger.engine.connect() as connection,
+    ):
+        shown = [
+            connection.exec_driver_sql(f"SHOW {name}").scalar()
+            for name in ("lock_timeout", "statement_timeout")
+        ]
+    assert shown == [lock_timeout, "0"]
+
+
+@pytest.mark.parametrize("timeout", ["lock_timeout", "statement_timeout"])
+def test_a_timeout_asked_of_a_sync_ledger_on_an_untested_dialect_is_refused(timeout: str) -> None:
+    with pytest.raises(ValidationError, match="does not know how to set a timeout on the pglike"):
+        Ledger("pglike://postgres@127.0.0.1:1/db", **{timeout: 2.0})
+
+
+@pytest.mark.parametrize("timeout", ["lock_timeout", "statement_timeout"])
+def test_a_timeout_asked_of_an_async_ledger_on_an_untested_dialect_is_refused(
+    timeout: str,
+) -> None:
+    with pytest.raises(ValidationError, match="does not know how to set a timeout on the pglike"):
+        AsyncLedger("pglike+psycopg_async://postgres@127.0.0.1:1/db", **{timeout: 2.0})

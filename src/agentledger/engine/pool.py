@@ -22,6 +22,8 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, Dialect
 from sqlalchemy.pool import ConnectionPoolEntry, PoolResetState
 
+from ..errors import ValidationError
+
 logger = logging.getLogger("agentledger.engine")
 
 SQLITE_BUSY_TIMEOUT_MS = 15_000
@@ -133,14 +135,19 @@ def _configure_ping(engine: Engine, options: dict[str, Any]) -> None:
     event.listen(engine, "checkout", _PingIfIdle(engine.dialect))
 
 
+_TIMED = ("sqlite", "postgresql", "mysql", "mariadb")
+"""The dialects whose lock and statement timeouts agentledger knows how to set."""
+
+
 def configure_timeouts(
     engine: Engine,
     *,
-    lock_timeout: float,
+    lock_timeout: float | None,
     statement_timeout: float | None,
     cluster_sync_wait: bool = True,
 ) -> None:
-    """Set a lock timeout (seconds) and, when given, a statement timeout on every new
+    """Set a lock timeout (seconds; ``DEFAULT_LOCK_TIMEOUT_S`` when None) and, when
+    given, a statement timeout on every new
     connection of ``engine`` (an engine a ledger created); with ``cluster_sync_wait``,
     a connection to a Galera node also waits, at the start of each transaction and
     read, until the node has applied what the cluster committed before
@@ -151,9 +158,26 @@ def configure_timeouts(
     ``innodb_lock_wait_timeout`` (whole seconds, rounded up) and MariaDB's
     ``max_statement_time`` (MySQL: ``max_execution_time``, which bounds SELECTs only).
     SQLite: the busy timeout; it has no statement timeout (a statement there waits on
-    nothing but the lock). Any other dialect: none.
+    nothing but the lock). Any other dialect: none, the database's own apply; one asked
+    for there is refused, as agentledger does not know how to set it.
+
+    Raises:
+        ValidationError: a timeout given for a dialect agentledger was not tested on.
     """
     backend = engine.dialect.name
+    if backend not in _TIMED:
+        given = [name for name, value in (("lock_timeout", lock_timeout),
+                 ("statement_timeout", statement_timeout)) if value is not None]  # fmt: skip
+        if given:
+            raise ValidationError(
+                f"{given[0]}: agentledger does not know how to set a timeout on the "
+                f"{backend} dialect (not tested there); leave it out, and set the "
+                "database's own on its side",
+                path=given[0],
+            )
+        return
+    if lock_timeout is None:
+        lock_timeout = DEFAULT_LOCK_TIMEOUT_S
     lock_ms = max(1, round(lock_timeout * 1000))
     statement_ms = None if statement_timeout is None else max(1, round(statement_timeout * 1000))
     if backend == "sqlite":
@@ -162,12 +186,8 @@ def configure_timeouts(
         statements = [f"SET lock_timeout = {lock_ms}"]
         if statement_ms is not None:
             statements.append(f"SET statement_timeout = {statement_ms}")
-    elif backend in ("mysql", "mariadb"):
-        statements = [f"SET SESSION innodb_lock_wait_timeout = {max(1, math.ceil(lock_timeout))}"]
     else:
-        # A dialect agentledger was not tested on: its spelling of a timeout is unknown,
-        # so the database's own apply (engine.urls.UNTESTED says so).
-        return
+        statements = [f"SET SESSION innodb_lock_wait_timeout = {max(1, math.ceil(lock_timeout))}"]
 
     def on_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
         cursor = dbapi_connection.cursor()

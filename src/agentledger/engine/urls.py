@@ -138,7 +138,8 @@ UNTESTED = (
     "it was not tested there, and runs on the portable profile (no dialect-specific "
     "statement) after its capability probe; not tested: concurrent upgraders (no "
     "migration lock: run `agentledger db upgrade` from one process), the lock and "
-    "statement timeouts (not set: the database's own apply), which errors are retried "
+    "statement timeouts (not set: the database's own apply; asked for, refused), which "
+    "errors are retried "
     "(only the error codes of docs/dialects.md are classified)"
 )
 """What a ledger on an untested dialect is warned of (``check_supported``)."""
