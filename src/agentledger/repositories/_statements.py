@@ -426,15 +426,19 @@ def _portable_rows(
     (the portable profile): each row inserted in a savepoint; a row whose key is stored
     is left alone, or has its ``refreshed`` columns updated (an UPDATE first, the
     INSERT only where it matched nothing, then the UPDATE again where a concurrent
-    inserter won the INSERT)."""
+    inserter won the INSERT). Where the database takes gap locks (InnoDB), the INSERT
+    comes first, and the UPDATE only where the key was stored: an UPDATE of a missing
+    key locks the gap it would go in, and writers of new keys in one gap (a thread's
+    next checkpoints, whose ids grow) then deadlock on their INSERTs, over and over."""
     insert_row = table.insert()
+    insert_first = capabilities(connection.dialect).gap_locks
     for row in rows:
         if refreshed is None:
             inserted_unless_stored(connection, insert_row, row)
             continue
         matching = and_(*(table.c[key] == row[key] for key in keys))
         refresh = update(table).where(matching).values({name: row[name] for name in refreshed})
-        if connection.execute(refresh).rowcount:
+        if not insert_first and connection.execute(refresh).rowcount:
             continue
         if not inserted_unless_stored(connection, insert_row, row):
             connection.execute(refresh)
