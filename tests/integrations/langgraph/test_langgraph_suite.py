@@ -25,6 +25,7 @@ import pytest
 
 from ...framework_suites import (
     NOT_RUN,
+    Outcome,
     migrated_servers,
     outcomes,
     release_sources,
@@ -72,6 +73,72 @@ def counterpart(test_id: str, database: str) -> tuple[str, str] | None:
     return None
 
 
+SHARDS = 2
+"""The saver test files run in this many pytests at once, each on the databases of
+all: run alone, the files took 17 minutes of one core, most of the slow lane, and the
+machine's second core sat idle once the other lanes were done."""
+
+
+def shards_of(root: Path, files: list[str], count: int = SHARDS) -> list[list[str]]:
+    """``files`` (relative to ``root``) dealt into ``count`` shards of about equal size
+    (in bytes of test code, which tracks their running time), the biggest first."""
+    shards: list[list[str]] = [[] for _ in range(count)]
+    sizes = [0] * count
+    for file in sorted(files, key=lambda name: -(root / name).stat().st_size):
+        smallest = sizes.index(min(sizes))
+        shards[smallest].append(file)
+        sizes[smallest] += (root / file).stat().st_size
+    return [shard for shard in shards if shard]
+
+
+class _Shard:
+    """One pytest of LangGraph's suite over some of its files, with a cache (for
+    ``--last-failed``) and reports of its own."""
+
+    def __init__(self, files: list[str], folder: Path, suite: Path, env: dict[str, str]) -> None:
+        self.files, self.folder, self.suite, self.env = files, folder, suite, env
+        folder.mkdir()
+        self.process: subprocess.Popen[str] | None = None
+
+    def _pytest(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly",
+                "-o", f"cache_dir={self.folder / 'cache'}", *args]  # fmt: skip
+
+    def start(self) -> None:
+        junit = self.folder / "junit.xml"
+        self.process = subprocess.Popen(
+            self._pytest(*self.files, f"--junitxml={junit}"),
+            cwd=self.suite, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            text=True,
+        )  # fmt: skip
+
+    def stop(self) -> None:
+        """End its pytest if it still runs (another shard failed first)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def finish(self) -> dict[str, Outcome]:
+        """Its outcomes, once it ends, with its failures run again."""
+        assert self.process is not None
+        self.process.wait(timeout=1800)
+        found = outcomes(self.folder / "junit.xml")
+        for rerun in range(RERUNS):
+            if not any(not o.passed and "failure" in o.detail for o in found.values()):
+                break
+            # Again, on their own: LangGraph's stream tests time their events to within
+            # 0.2 s, which a host busy with the other lanes can miss. A failure that
+            # repeats on its own every time counts.
+            again = self.folder / f"junit-again-{rerun}.xml"
+            subprocess.run(
+                self._pytest("--last-failed", f"--junitxml={again}"),
+                cwd=self.suite, env=self.env, capture_output=True, text=True, timeout=600,
+                check=False,
+            )  # fmt: skip
+            found.update(outcomes(again))
+        return found
+
+
 def test_every_graph_test_that_passes_on_sqlite_saver_passes_on_agentledger(
     tmp_path: Path,
 ) -> None:
@@ -85,26 +152,19 @@ def test_every_graph_test_that_passes_on_sqlite_saver_passes_on_agentledger(
     env = {**os.environ, "NO_DOCKER": "true", "AGENTLEDGER_SUITE_DATABASES": ",".join(databases)}
     with migrated_servers(databases, tmp_path) as urls:
         env.update(urls)
-        junit = tmp_path / "junit.xml"
-        subprocess.run(
-            [sys.executable, "-m", "pytest", *saver_test_files(suite / "tests"), "-q",
-             "-p", "no:randomly", f"--junitxml={junit}"],
-            cwd=suite, env=env, capture_output=True, text=True, timeout=1800, check=False,
-        )  # fmt: skip
-        found = outcomes(junit)
-        for rerun in range(RERUNS):
-            if not any(not o.passed and "failure" in o.detail for o in found.values()):
-                break
-            # Again, on their own: LangGraph's stream tests time their events to within
-            # 0.2 s, which a host busy with the other lanes can miss. A failure that
-            # repeats on its own every time counts.
-            again = tmp_path / f"junit-again-{rerun}.xml"
-            subprocess.run(
-                [sys.executable, "-m", "pytest", "--last-failed", "-q", "-p", "no:randomly",
-                 f"--junitxml={again}"],
-                cwd=suite, env=env, capture_output=True, text=True, timeout=600, check=False,
-            )  # fmt: skip
-            found.update(outcomes(again))
+        shards = [
+            _Shard(files, tmp_path / f"shard-{index}", suite, env)
+            for index, files in enumerate(shards_of(suite, saver_test_files(suite / "tests")))
+        ]
+        found: dict[str, Outcome] = {}
+        try:
+            for shard in shards:
+                shard.start()
+            for shard in shards:
+                found.update(shard.finish())
+        finally:
+            for shard in shards:
+                shard.stop()
 
     failures, stale, compared = [], [], 0
     for test_id, reference in found.items():
