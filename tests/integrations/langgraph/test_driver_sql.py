@@ -36,6 +36,9 @@ from ...contract._sql import orm_transactions, statements_during
 from ...databases import scratch_database
 from .conftest import Saved
 
+pytestmark = pytest.mark.native
+"""Each asserts a statement or path of a fast path the portable profile turns off."""
+
 SESSIONS = cast(Table, AgentSession.__table__)
 CHECKPOINTS = cast(Table, AgentLangGraphCheckpoint.__table__)
 BLOBS = cast(Table, AgentLangGraphBlob.__table__)

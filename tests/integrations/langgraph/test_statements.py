@@ -19,6 +19,9 @@ from agentledger.repositories.langgraph import repository as langgraph_repositor
 from ...contract._sql import starting, statements_during, work
 from .conftest import SYNC_UNIT_ONLY, Saved, close, make_ledger, make_saver, settled
 
+pytestmark = pytest.mark.native
+"""Each asserts a statement or path of a fast path the portable profile turns off."""
+
 
 async def _thread(saved: Saved, thread_id: str, length: int) -> dict[str, Any]:
     config = generate_config(thread_id)
