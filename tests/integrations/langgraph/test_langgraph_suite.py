@@ -4,9 +4,10 @@ The tests of the installed langgraph release's source distribution (fetched from
 package index once, kept in ``.cache/``) that take LangGraph's ``sync_checkpointer`` or
 ``async_checkpointer`` fixture run real graphs over a saver: test_pregel(_async),
 test_time_travel(_async), test_subgraph_persistence(_async), test_large_cases(_async),
-test_interruption, test_delta_channel_* and the rest. They run in a pytest of their
-own with those fixtures replaced (``suite/savers.py``): LangGraph's ``SqliteSaver`` as
-the reference, and agentledger's ``LedgerSaver`` and ``AsyncLedgerSaver`` on SQLite,
+test_interruption, test_delta_channel_* and the rest. They run in pytests of their
+own (``SHARDS`` at once) with those fixtures replaced (``suite/savers.py``):
+LangGraph's ``SqliteSaver`` as the reference, and agentledger's ``LedgerSaver`` and
+``AsyncLedgerSaver`` on SQLite,
 PostgreSQL and, where its server is set, MariaDB/MySQL. Every test that passes on
 the reference must pass on each of ours. The tests that failed are run again, on their
 own, up to RERUNS times before they count: a few of LangGraph's stream tests time their
