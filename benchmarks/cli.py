@@ -21,10 +21,14 @@ from .run import FULL, QUICK, Config, run_database
 from .seed import server_url, sync_url
 
 DATABASES = ("sqlite", "postgresql", "mysql")
-PARTS = ("core", "conversations", "langgraph")
+PARTS = ("core", "conversations", "langgraph", "budget")
 """``core``: the async API against its floors; ``conversations``: agentledger beside
 the frameworks' stores (benchmarks/conversations.py, SQLite and PostgreSQL);
-``langgraph``: its saver beside LangGraph's own (benchmarks/langgraph.py)."""
+``langgraph``: its saver beside LangGraph's own (benchmarks/langgraph.py); ``budget``:
+one ledger call and two saver calls layer by layer (benchmarks/per_call.py,
+benchmarks/saver_budget.py; SQLite and PostgreSQL)."""
+BUDGET_ROUNDS = (2000, 20)
+"""Rounds of the budget part: full, quick."""
 LANGGRAPH_FULL = ([10, 1000], 30)
 LANGGRAPH_QUICK = ([3, 12], 2)
 """Thread lengths and rounds of the LangGraph part."""
@@ -40,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--parts",
         default=",".join(PARTS),
-        help="comma-separated: core, conversations, langgraph (default: all three)",
+        help="comma-separated: core, conversations, langgraph, budget (default: all four)",
     )
     parser.add_argument("--quick", action="store_true", help="small data, few rounds: a smoke run")
     parser.add_argument(
@@ -111,6 +115,8 @@ def main(argv: list[str]) -> int:
         _conversations(wanted, args)
     if "langgraph" in parts:
         _langgraph(wanted, args)
+    if "budget" in parts:
+        _budget(wanted, args)
     print(f"{time.perf_counter() - started:.0f} s in all", file=sys.stderr)
     return 0
 
@@ -170,3 +176,34 @@ def _langgraph(wanted: list[str], args: argparse.Namespace) -> None:
     )
     tables = langgraph.markdown(results) + "\n" + langgraph.targets_markdown(found)
     print("## LangGraph: agentledger's saver beside LangGraph's\n\n" + tables)
+
+
+def _budget(wanted: list[str], args: argparse.Namespace) -> None:
+    """A ledger call's and two saver calls' time, layer by layer (SQLite, PostgreSQL)."""
+    from . import per_call, saver_budget  # LangGraph's savers are in the bench extra only
+
+    rounds = BUDGET_ROUNDS[1] if args.quick else BUDGET_ROUNDS[0]
+    postgres = None
+    if "postgresql" in wanted:
+        named = server_url("postgresql", args.postgres_url)
+        postgres = named.set(drivername="postgresql+psycopg", database=f"{named.database}_budget")
+    ledger_call = per_call.run(
+        rounds, args.seed, None if postgres is None else postgres.render_as_string(False)
+    )
+    saver_calls = {"SQLite": saver_budget.measure("sqlite", None, rounds, args.seed)}
+    if postgres is not None:
+        # A database of its own: the ledger call's part still holds connections to its.
+        saver_database = postgres.set(database=f"{postgres.database}_saver")
+        saver_calls["PostgreSQL"] = saver_budget.measure(
+            "postgresql", saver_database.render_as_string(False), rounds, args.seed
+        )
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "budget.json").write_text(
+        json.dumps({"messages.all": ledger_call, "saver": saver_calls}, indent=1) + "\n"
+    )
+    print(
+        "## One ledger call, layer by layer (`messages.all` of 10)\n\n"
+        + per_call.markdown(ledger_call)
+        + "\n## Two saver calls, layer by layer\n\n"
+        + saver_budget.markdown(saver_calls)
+    )

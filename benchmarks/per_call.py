@@ -251,6 +251,27 @@ def _fresh_postgres(url: str) -> str:
     return url
 
 
+def run(rounds: int, seed: int, postgres_url: str | None) -> dict[str, dict[str, float]]:
+    """Every rung on SQLite and, given a PostgreSQL database it may drop and create, on
+    PostgreSQL (psycopg and asyncpg): medians in microseconds."""
+    results: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory(prefix="agentledger-per-call-") as folder:
+        sqlite_url = f"sqlite:///{folder}/per_call.db"
+        migrations.upgrade(sqlite_url)
+        results["SQLite, Ledger"] = _timed_sync(_sync_rungs(sqlite_url), rounds, seed)
+    if postgres_url is not None:
+        plain = make_url(_fresh_postgres(postgres_url))
+        psycopg_url = plain.set(drivername="postgresql+psycopg").render_as_string(
+            hide_password=False
+        )
+        results["PostgreSQL, Ledger"] = _timed_sync(_sync_rungs(psycopg_url), rounds, seed)
+        asyncpg_url = plain.set(drivername="postgresql+asyncpg").render_as_string(
+            hide_password=False
+        )
+        results["PostgreSQL, AsyncLedger"] = asyncio.run(_timed_async(asyncpg_url, rounds, seed))
+    return results
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.per_call")
     parser.add_argument("--rounds", type=int, default=2000)
@@ -263,33 +284,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument("--out", default=None, help="also write the medians here (JSON)")
     options = parser.parse_args(argv)
-    results: dict[str, dict[str, float]] = {}
-    with tempfile.TemporaryDirectory(prefix="agentledger-per-call-") as folder:
-        sqlite_url = f"sqlite:///{folder}/per_call.db"
-        migrations.upgrade(sqlite_url)
-        results["SQLite, Ledger"] = _timed_sync(
-            _sync_rungs(sqlite_url), options.rounds, options.seed
-        )
+    url = None
     if not options.no_postgres:
-        url = options.postgres_url
-        if url is None:
-            base = server_url("postgresql", None)
-            url = base.set(database="agentledger_bench_per_call").render_as_string(
-                hide_password=False
-            )
-        plain = make_url(_fresh_postgres(url))
-        psycopg_url = plain.set(drivername="postgresql+psycopg").render_as_string(
-            hide_password=False
-        )
-        results["PostgreSQL, Ledger"] = _timed_sync(
-            _sync_rungs(psycopg_url), options.rounds, options.seed
-        )
-        asyncpg_url = plain.set(drivername="postgresql+asyncpg").render_as_string(
-            hide_password=False
-        )
-        results["PostgreSQL, AsyncLedger"] = asyncio.run(
-            _timed_async(asyncpg_url, options.rounds, options.seed)
-        )
+        url = options.postgres_url or server_url("postgresql", None).set(
+            database="agentledger_bench_per_call"
+        ).render_as_string(hide_password=False)
+    results = run(options.rounds, options.seed, url)
     if options.out is not None:
         with open(options.out, "w") as out:
             json.dump(results, out, indent=2)

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from benchmarks import per_call, saver_budget
 
 from ..databases import bench_url
 
@@ -83,6 +84,18 @@ def test_the_quick_benchmark_runs_every_part_on_every_configured_database(
     assert ("postgresql" in databases) == (("postgresql", "langgraph") in savers)
     assert all(target["measured"] >= 0 for target in langgraph["targets"])
     assert "| sqlite | put at 12, vs LangGraph's |" in done.stdout
+
+    budget = json.loads((tmp_path / "budget.json").read_text())
+    on_postgres = "postgresql" in databases
+    assert ("PostgreSQL, AsyncLedger" in budget["messages.all"]) == on_postgres
+    assert ("PostgreSQL" in budget["saver"]) == on_postgres
+    for rungs in budget["messages.all"].values():
+        assert all(rungs[rung] > 0 for rung in per_call.RUNGS)
+    for calls in budget["saver"].values():
+        assert set(calls) == set(saver_budget.CALLS)
+        for rungs in calls.values():
+            assert all(rungs[rung] > 0 for rung in (*saver_budget.RUNGS, "langgraph"))
+    assert "## Two saver calls, layer by layer" in done.stdout
 
 
 @pytest.mark.slow
