@@ -79,7 +79,9 @@ back (InnoDB after a deadlock, Galera after aborting it), and the savepoint with
 _UNIQUE = {"23505"}
 _FOREIGN_KEY = {"23503"}
 _MYSQL_UNIQUE = {1062}
+_MYSQL_FOREIGN_KEY = {1452}  # a child row whose parent is not stored
 _SQLITE_UNIQUE = {"SQLITE_CONSTRAINT_PRIMARYKEY", "SQLITE_CONSTRAINT_UNIQUE"}
+_SQLITE_FOREIGN_KEY = {"SQLITE_CONSTRAINT_FOREIGNKEY"}
 
 # Oracle (python-oracledb, cx_Oracle): ``ORA-nnnnn`` from the error object's ``code``, and
 # python-oracledb's own ``DPY-nnnn`` from its ``full_code`` (see ``oracle_codes``).
@@ -347,6 +349,9 @@ class _Condition:
 _DUPLICATE_KEY = _Condition(
     pg=_UNIQUE, mysql=_MYSQL_UNIQUE, sqlite=_SQLITE_UNIQUE, oracle=_ORA_UNIQUE, mssql=_MSSQL_UNIQUE
 )
+_FOREIGN_KEY_VIOLATION = _Condition(
+    pg=_FOREIGN_KEY, mysql=_MYSQL_FOREIGN_KEY, sqlite=_SQLITE_FOREIGN_KEY
+)
 _COMMIT_UNKNOWN = _Condition(pg=_PG_COMMIT_UNKNOWN, odbc=_ODBC_COMMIT_UNKNOWN)
 _SERIALIZATION = _Condition(
     pg=_PG_SERIALIZATION,
@@ -407,6 +412,17 @@ _UNAVAILABLE = _Condition(  # with PostgreSQL's classes of codes: translate
 def is_unique_violation(error: BaseException) -> bool:
     """Whether ``error`` is a duplicate key on a primary key or unique constraint."""
     return _Codes.of(error) in _DUPLICATE_KEY
+
+
+def is_foreign_key_violation(error: BaseException) -> bool:
+    """Whether ``error``, or the database error it was translated from, is a row that
+    refers to a row not stored (a foreign key violation)."""
+    found: BaseException | None = error
+    while found is not None:
+        if _Codes.of(found) in _FOREIGN_KEY_VIOLATION:
+            return True
+        found = found.__cause__
+    return False
 
 
 def _is_stale_statement_cache(error: BaseException) -> bool:
@@ -613,6 +629,14 @@ def duplicate_as(error: Callable[[], AgentLedgerError]) -> Iterator[None]:
     """Inside the block, a duplicate key (primary key or unique constraint) becomes
     ``error()``: the caller knows which key it inserted, the driver does not say."""
     with handled(is_unique_violation, error):
+        yield
+
+
+@contextmanager
+def foreign_key_as(error: Callable[[], AgentLedgerError]) -> Iterator[None]:
+    """Inside the block, a row referring to a row not stored (a foreign key violation)
+    becomes ``error()``: the caller knows which row it expected there."""
+    with handled(is_foreign_key_violation, error):
         yield
 
 

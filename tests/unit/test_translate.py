@@ -27,7 +27,12 @@ from agentledger import (
     ResourceExhaustedError,
     ValidationError,
 )
-from agentledger._translate import is_unique_violation, translate, translated_commit
+from agentledger._translate import (
+    is_foreign_key_violation,
+    is_unique_violation,
+    translate,
+    translated_commit,
+)
 
 URL = make_url("postgresql://agent:hunter2@db.example/agents")
 
@@ -169,6 +174,34 @@ def test_unique_violations_are_recognised_on_every_dialect(error: BaseException)
 )
 def test_foreign_key_violations_are_not_taken_for_duplicates(error: BaseException) -> None:
     assert not is_unique_violation(error)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        wrapped(FakePgError("23503"), sa_exc.IntegrityError),
+        wrapped(Exception(1452, "fk"), sa_exc.IntegrityError),
+        wrapped(sqlite_error("SQLITE_CONSTRAINT_FOREIGNKEY"), sa_exc.IntegrityError),
+    ],
+    ids=["postgresql", "mysql", "sqlite"],
+)
+def test_foreign_key_violations_are_recognised_raw_and_translated(error: BaseException) -> None:
+    translated = translate(error, URL)
+    translated.__cause__ = error
+    assert is_foreign_key_violation(error) and is_foreign_key_violation(translated)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        wrapped(FakePgError("23505"), sa_exc.IntegrityError),
+        wrapped(Exception(1062, "dup"), sa_exc.IntegrityError),
+        wrapped(sqlite_error("SQLITE_CONSTRAINT_UNIQUE"), sa_exc.IntegrityError),
+    ],
+    ids=["postgresql", "mysql", "sqlite"],
+)
+def test_duplicate_keys_are_not_taken_for_foreign_key_violations(error: BaseException) -> None:
+    assert not is_foreign_key_violation(error)
 
 
 def asyncpg_error(cls: type[Exception]) -> Exception:

@@ -3,6 +3,7 @@ by age unless a saver wrote it since, and carried by export, import and copy."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -15,13 +16,18 @@ from langgraph.checkpoint.conformance.test_utils import (
     generate_config,
     generate_metadata,
 )
-from sqlalchemy import func, select
+from sqlalchemy import create_engine, delete, func, select
 
 from agentledger import ConflictError, Ledger
 from agentledger._dialects import capabilities
 from agentledger.integrations import framework_of
 from agentledger.integrations.langgraph import LedgerSaver
-from agentledger.models import AgentLangGraphBlob, AgentLangGraphCheckpoint, AgentLangGraphWrite
+from agentledger.models import (
+    AgentLangGraphBlob,
+    AgentLangGraphCheckpoint,
+    AgentLangGraphWrite,
+    AgentSession,
+)
 from agentledger.repositories.langgraph import TOUCH_EVERY
 from agentledger.repositories.langgraph import repository as langgraph_repository
 from agentledger.repositories.sessions import keyed_session_id
@@ -298,3 +304,47 @@ async def test_a_first_put_whose_new_session_id_is_taken_is_a_conflict_and_store
     assert raised.value.reason == "exists"
     assert await saved.saver.aget_tuple(generate_config("new")) is None
     assert (await settled(saved.ledger.sessions.get("taken"))).external_key is None
+
+
+@pytest.mark.api("sync")
+@pytest.mark.parametrize("write", ["put_writes", "put"])
+async def test_a_write_racing_a_delete_of_its_thread_waits_and_lands_in_a_new_thread(
+    saved: Saved, write: str
+) -> None:
+    # The delete is begun, and its session row locked, before the write starts: the write
+    # waits for it, then finds no session and creates one, rather than failing.
+    if not isinstance(saved.ledger, Ledger):
+        pytest.skip(SYNC_UNIT_ONLY)
+    stored = await _first_put(saved, "doomed")
+    doomed = saved.ledger.sessions.get_by_key("doomed", app_name="langgraph")
+    deleter = create_engine(saved.reopen_url())
+    outcome: list[BaseException | None] = []
+
+    def write_now() -> None:
+        try:
+            if write == "put_writes":
+                saved.saver.put_writes(stored, [("v", 2)], "task-after")
+            else:
+                following = generate_checkpoint(channel_values={"v": 2}, channel_versions={"v": 2})
+                saved.saver.put(stored, following, generate_metadata(step=1), {"v": 2})
+            outcome.append(None)
+        except BaseException as error:
+            outcome.append(error)
+
+    try:
+        with deleter.begin() as connection:
+            connection.execute(delete(AgentSession).where(AgentSession.id == doomed.id))
+            writer = threading.Thread(target=write_now, daemon=True)
+            writer.start()
+            writer.join(0.5)
+            assert writer.is_alive()  # waiting for the delete's lock
+        writer.join(30)  # a write still waiting then fails the test below
+    finally:
+        deleter.dispose()
+    assert outcome == [None]
+    found = saved.ledger.sessions.get_by_key("doomed", app_name="langgraph")
+    assert found.id != doomed.id
+    table = AgentLangGraphWrite if write == "put_writes" else AgentLangGraphCheckpoint
+    with saved.ledger.unit_of_work(readonly=True) as uow:
+        rows = uow.session.execute(select(table).where(table.session_id == found.id)).all()
+    assert len(rows) == 1

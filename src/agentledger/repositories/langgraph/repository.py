@@ -28,7 +28,7 @@ from ..._limits import (
     MAX_TASK_ID_LENGTH,
     MAX_VERSION_LENGTH,
 )
-from ..._translate import duplicate_as
+from ..._translate import duplicate_as, foreign_key_as
 from ...errors import ConflictError, ValidationError
 from ...ids import new_session_id
 from ...langgraph_records import (
@@ -237,8 +237,12 @@ class LangGraphRepository(Repository):
         for row in (*rows, *targets):
             row["session_id"] = session_id
         connection = self._connection()
-        insert_missing(connection, table, rows, keys)
-        upsert_rows(connection, target, targets, target_keys, refreshed)
+        # The session found may be deleted before these INSERTs (MariaDB/MySQL read it
+        # without a lock): their foreign key fails, and the call, run again, finds no
+        # session and creates one, as it would have after the delete.
+        with foreign_key_as(lambda: _deleted_meanwhile(thread_id)):
+            insert_missing(connection, table, rows, keys)
+            upsert_rows(connection, target, targets, target_keys, refreshed)
 
     # -- writing -----------------------------------------------------------------------
 
@@ -957,4 +961,14 @@ def _checkpoint_row(session_id: str, row: Any) -> CheckpointRow:
             CHECKPOINTS,
             (session_id, row.checkpoint_ns, row.checkpoint_id),
         ),
+    )
+
+
+def _deleted_meanwhile(thread_id: str) -> ConflictError:
+    """A write whose thread's session was deleted while it ran: retried, it stores the
+    write in a new session of the thread."""
+    return ConflictError(
+        f"the session of thread {thread_id!r} was deleted while this write ran; run it "
+        "again to store it in a new session",
+        reason="serialization",
     )

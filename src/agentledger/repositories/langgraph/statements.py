@@ -31,10 +31,13 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy import cast as sql_cast
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 
 from ..._dialects import capabilities, locking
+from ..._translate import is_foreign_key_violation
 from ...engine import ALONE_OPTION
+from ...errors import AgentLedgerError
 from ...models import AgentSession
 from .._session_row import SESSIONS, session_binds, session_params
 from .._statements import (
@@ -488,7 +491,8 @@ def touch_session_by_key(
     without a lock, as before: a locking read of a key not stored yet takes a gap lock
     at REPEATABLE READ, which deadlocked two first writers of one thread (in the tests)
     against the creators' named lock (``creators_take_turns``); the foreign key check of the
-    write takes the row's shared lock. SQLite's write transaction (``BEGIN
+    write takes the row's shared lock, and a delete of the session that ran first fails
+    it (the call runs again: ``LangGraphRepository._store``). SQLite's write transaction (``BEGIN
     IMMEDIATE``) holds the database's write lock already.
     """
     dialect = connection.dialect.name
@@ -531,15 +535,29 @@ def insert_for_session_key(
 
     One statement is one round trip, and atomic by itself, so a ledger's call needs no
     BEGIN and COMMIT around it (PostgreSQL at READ COMMITTED, ``_driver``): four round
-    trips become one. The session is read ``FOR KEY SHARE``, as ``touch_session_by_key``
-    reads it, so a write racing a delete of the session waits for it and finds none.
+    trips become one. A write racing a delete of the session waits for it and finds
+    none: in a transaction the session is read ``FOR KEY SHARE``, as
+    ``touch_session_by_key`` reads it; in the driver's autocommit the foreign key the
+    delete left unmet undoes the statement, answered as no session (False).
     Data-modifying CTEs run whether or not the statement refers to them.
     """
     if not stores_for_session(connection.dialect.name):
         return None
     now, every = touch
     params: dict[str, Any] = {"hash": key[0], "key": key[1], "now": now, "stale": now - every}
-    return _store_for_session(connection, False, params, missing, upserted)
+    # In the driver's autocommit the statement is all of its transaction: a session
+    # deleted between its read and its INSERTs fails their foreign key, which undoes
+    # the statement, and that is answered as "no session". So the read takes no lock:
+    # FOR KEY SHARE marks the row, which gives the statement a transaction id and its
+    # COMMIT a WAL flush (120 to 220 us a write, measured). In a transaction a failed
+    # statement would end it: there the read locks the row instead.
+    atomic = bool(getattr(connection, "in_autocommit", False))
+    try:
+        return _store_for_session(connection, False, params, missing, upserted, locked=not atomic)
+    except (sa_exc.IntegrityError, AgentLedgerError) as error:
+        if atomic and is_foreign_key_violation(error):
+            return False
+        raise
 
 
 def insert_for_new_session(
@@ -578,18 +596,22 @@ def _store_for_session(
     params: dict[str, Any],
     missing: tuple[Table, Sequence[dict[str, Any]], tuple[str, ...]],
     upserted: tuple[Table, Sequence[dict[str, Any]], tuple[str, ...], Sequence[str]],
+    *,
+    locked: bool = True,
 ) -> bool:
     """``insert_for_session_key`` (``new`` False) or ``insert_for_new_session``, their
-    statement built once per shape; whether the session was found or created."""
+    statement built once per shape; whether the session was found or created.
+    ``locked``: a stored session is read ``FOR KEY SHARE``."""
     table, rows, keys = missing
     target, targets, target_keys, refreshed = upserted
     names = tuple(rows[0]) if rows else ()
     target_names = tuple(targets[0]) if targets else ()
-    shape = (new, table.name, len(rows), names, target.name, len(targets), target_names)
+    shape = (new, locked, table.name, len(rows), names, target.name, len(targets), target_names)
     statement = _BY_SESSION_KEY.get(shape)
     if statement is None:
         statement = _BY_SESSION_KEY[shape] = _insert_for_session(
             new,
+            locked,
             (table, len(rows), names, keys),
             (target, len(targets), target_names, target_keys),
             tuple(refreshed),
@@ -599,17 +621,15 @@ def _store_for_session(
     return connection.execute(statement, params).first() is not None
 
 
-def _thread_by_key() -> tuple[Any, Any]:
-    """The stored session found by its key (``FOR KEY SHARE``), its ``updated_at``
-    moved when stale: the ``thread`` CTE and the statement selecting its id."""
-    thread = locking(
-        select(_SESSIONS.c.id).where(
-            _SESSIONS.c.external_key_hash == bindparam("hash"),
-            _SESSIONS.c.external_key == bindparam("key"),
-        ),
-        read=True,
-        key_share=True,
-    ).cte("thread")
+def _thread_by_key(locked: bool) -> tuple[Any, Any]:
+    """The stored session found by its key (``FOR KEY SHARE`` when ``locked``), its
+    ``updated_at`` moved when stale: the ``thread`` CTE and the statement selecting its
+    id."""
+    found = select(_SESSIONS.c.id).where(
+        _SESSIONS.c.external_key_hash == bindparam("hash"),
+        _SESSIONS.c.external_key == bindparam("key"),
+    )
+    thread = (locking(found, read=True, key_share=True) if locked else found).cte("thread")
     touched = (
         update(_SESSIONS)
         .where(
@@ -651,13 +671,14 @@ def _union_bind(name: str, column: Column[Any]) -> ColumnElement[Any]:
 
 def _insert_for_session(
     new: bool,
+    locked: bool,
     missing: tuple[Table, int, tuple[str, ...], tuple[str, ...]],
     upserted: tuple[Table, int, tuple[str, ...], tuple[str, ...]],
     refreshed: tuple[str, ...],
 ) -> Any:
     """The statement of ``_store_for_session``: the rows' INSERTs as CTEs selecting the
     session's id from ``thread``, found by its key or new."""
-    thread, statement = _new_thread() if new else _thread_by_key()
+    thread, statement = _new_thread() if new else _thread_by_key(locked)
     for (table, count, names, keys), prefix, replaced in (
         (missing, "m", None),
         (upserted, "u", refreshed),
