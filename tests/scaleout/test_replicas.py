@@ -25,9 +25,10 @@ from sqlalchemy.engine import URL, make_url
 
 from agentledger import AsyncLedger, ConflictError, Ledger, NewMessage, migrations
 from agentledger.cli import main
+from agentledger.models import VERSION_TABLE
 
 from ..ports import free_port
-from .conftest import Standby, _maintenance
+from .conftest import Standby, _maintenance, read_on_each_node
 
 pytestmark = pytest.mark.slow
 
@@ -267,6 +268,11 @@ def test_galera_nodes_as_readers_see_every_write_the_primary_node_acknowledged(
 
 def test_galera_nodes_as_readers_take_the_reads_in_turn(node_urls: list[URL]) -> None:
     migrations.upgrade(node_urls[0])
+    # The readers are engines of the test's own, which wait for no commit of the cluster
+    # (a ledger's own do: read_your_writes): each node must have applied the migrations
+    # before a reader's schema check reads them (a loaded CI host saw 0005 on one).
+    applied = read_on_each_node(node_urls[1:], f"SELECT version_num FROM {VERSION_TABLE}")
+    assert applied == [[(migrations.head(),)]] * 2
     readers = [create_engine(url) for url in node_urls[1:]]
     try:
         with Ledger(node_urls[0], readers=readers) as ledger:
