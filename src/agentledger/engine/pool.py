@@ -22,6 +22,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, Dialect
 from sqlalchemy.pool import ConnectionPoolEntry, PoolResetState
 
+from .._dialects import tested
 from ..errors import ValidationError
 
 logger = logging.getLogger("agentledger.engine")
@@ -135,10 +136,6 @@ def _configure_ping(engine: Engine, options: dict[str, Any]) -> None:
     event.listen(engine, "checkout", _PingIfIdle(engine.dialect))
 
 
-_TIMED = ("sqlite", "postgresql", "mysql", "mariadb")
-"""The dialects whose lock and statement timeouts agentledger knows how to set."""
-
-
 def configure_timeouts(
     engine: Engine,
     *,
@@ -165,7 +162,7 @@ def configure_timeouts(
         ValidationError: a timeout given for a dialect agentledger was not tested on.
     """
     backend = engine.dialect.name
-    if backend not in _TIMED:
+    if not tested(engine.dialect):
         given = [name for name, value in (("lock_timeout", lock_timeout),
                  ("statement_timeout", statement_timeout)) if value is not None]  # fmt: skip
         if given:
