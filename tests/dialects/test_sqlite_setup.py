@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy.event
 from sqlalchemy import event
 
 from agentledger import AsyncLedger, Ledger, migrations
@@ -68,6 +69,22 @@ def test_a_unit_of_work_begins_immediate_and_a_read_begins_deferred(url: str) ->
         ledger.sessions.get("w")
     begins = [sql for sql in seen if sql.startswith("BEGIN")]
     assert begins == ["BEGIN IMMEDIATE", "BEGIN"]
+
+
+def test_an_engine_the_event_registry_takes_for_a_configured_one_is_still_configured(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLAlchemy's event registry keys listeners by the ``id()`` of their engine: a new
+    engine at the address of a freed, configured one could pass for configured
+    (``event.contains``). Here the registry says so of every engine."""
+    monkeypatch.setattr(sqlalchemy.event, "contains", lambda *_args, **_kwargs: True)
+    with Ledger(url) as ledger:
+        ledger.sessions.exists("warm-up")
+        seen = statements_of(ledger.engine)
+        ledger.sessions.create("w")
+        assert [sql for sql in seen if sql.startswith("BEGIN")] == ["BEGIN IMMEDIATE"]
+        with ledger.engine.connect() as connection:
+            assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
 
 
 async def test_the_async_api_begins_the_same_way(url: str) -> None:

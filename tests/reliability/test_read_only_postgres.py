@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
+import sqlalchemy.event
 from sqlalchemy import event, text
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
@@ -175,4 +176,24 @@ def test_a_connection_whose_read_only_setting_cannot_be_put_back_is_not_pooled(
         assert [str(error) for error in invalidated] == ["the driver refused"]
         id = f"written-{uuid.uuid4().hex[:8]}"
         ledger.sessions.create(id)  # on a new connection, beginning as the server's default
+    assert stored(postgres, id)
+
+
+@pytest.mark.parametrize("driver", driver_params("postgresql", DRIVERS))
+def test_a_pool_the_event_registry_takes_for_a_dead_one_still_puts_the_setting_back(
+    postgres: URL, driver: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLAlchemy's event registry keys a listener by the ``id()`` of its target, so a
+    new pool at the address of a freed one whose listeners the garbage collector had
+    not reached yet looked as if it had them (``event.contains``). Here the registry
+    says so of every pool: the write after a read-only unit of work on the same pooled
+    connection must still begin as the server decides."""
+    monkeypatch.setattr(sqlalchemy.event, "contains", lambda *_args, **_kwargs: True)
+    id = f"after-a-lookalike-pool-{uuid.uuid4().hex[:8]}"
+
+    async def scenario(ledger: Any) -> None:
+        await read_only_unit_of_work(ledger)
+        await write_in_a_unit_of_work(ledger, id)
+
+    run(postgres, driver, scenario, read_only_server=False)
     assert stored(postgres, id)

@@ -51,8 +51,11 @@ def configure_sqlite_engine(engine: Engine | AsyncEngine) -> None:
 
 def is_configured_sqlite(engine: Engine) -> bool:
     """Whether ``configure_sqlite_engine`` has been applied to ``engine`` (or to the
-    engine a twin's events are joined to)."""
-    return engine in _twins or event.contains(engine, "begin", _on_sqlite_begin)
+    engine a twin's events are joined to). Asked of the engine's own listeners, not of
+    ``event.contains``, which keys them by ``id()``: an engine at the address of a freed,
+    configured one whose listeners the garbage collector had not reached yet would
+    pass for configured (``transactions._restore_at_checkin``)."""
+    return engine in _twins or _on_sqlite_begin in engine.dispatch.begin
 
 
 def _on_sqlite_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import Connection, event
-from sqlalchemy.pool import ConnectionPoolEntry
+from sqlalchemy.pool import ConnectionPoolEntry, Pool
 
 WRITE_OPTION = "agentledger_write"
 """Connection execution option: this transaction will write (SQLite: BEGIN IMMEDIATE)."""
@@ -109,8 +109,22 @@ def read_only_transaction(connection: Connection) -> None:
     if _READ_ONLY_BEFORE not in pooled.info:
         pooled.info[_READ_ONLY_BEFORE] = (dialect, dialect.get_readonly(driver))  # type: ignore[attr-defined]
     dialect.set_readonly(driver, True)  # type: ignore[attr-defined]
-    pool = connection.engine.pool
-    if not event.contains(pool, "checkin", _restore_read_only):
+    _restore_at_checkin(connection.engine.pool)
+
+
+def _restore_at_checkin(pool: Pool) -> None:
+    """Have ``pool`` run ``_restore_read_only`` at each checkin, once.
+
+    Asked of the pool's own listeners, not of ``event.contains``: SQLAlchemy's event
+    registry keys a listener by the ``id()`` of its target, and a pool freed while its
+    listener collection still waited for the garbage collector left an entry that a new
+    pool at the same address matched. ``contains`` then said yes for a pool without
+    the listener, its connections kept beginning READ ONLY after one read-only unit of
+    work, and the next write there failed ("cannot execute UPDATE in a read-only
+    transaction": 1 in 4 runs of the OpenAI SDK's compaction tests, whose loops each
+    get a new engine). A pool made by ``recreate()`` (``engine.dispose()``) already
+    has the listener, copied from the pool it replaces."""
+    if _restore_read_only not in pool.dispatch.checkin:
         event.listen(pool, "checkin", _restore_read_only)
 
 
