@@ -439,7 +439,13 @@ def transaction(
             raise _wrapped(error, None, None, dialect, dbapi_connection) from error
     except BaseException as error:
         lost = isinstance(error, sa_exc.DBAPIError) and error.connection_invalidated
-        if lost or connection.lost:
+        # Interrupted (a cancelled task, KeyboardInterrupt), the driver may not know what
+        # the server ran: asyncpg keeps the record of a BEGIN it sent but never heard
+        # back from, no ROLLBACK is sent for it, and the next transaction on the
+        # connection became a SAVEPOINT inside that one, whose COMMIT stored nothing.
+        # Such a connection is thrown away, as SQLAlchemy's transport does.
+        interrupted = not isinstance(error, Exception)
+        if lost or interrupted or connection.lost:
             pooled.invalidate()
             switched = False
         else:
