@@ -14,10 +14,12 @@ from typing import Any
 
 import pytest
 from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agentledger import (
     AgentCheckpoint,
     AgentSession,
+    DatabaseError,
     InvalidIdError,
     Limits,
     NewMessage,
@@ -29,6 +31,7 @@ from agentledger import (
 )
 from agentledger.ids import new_id
 from agentledger.models import AgentLangGraphBlob, AgentLangGraphCheckpoint, AgentLangGraphWrite
+from agentledger.repositories import _base
 from agentledger.testing import Harness, tier
 from agentledger.testing.checkpoints import (
     EMPTY,
@@ -294,6 +297,24 @@ async def test_a_write_in_a_read_only_unit_of_work_sends_no_sql(harness: Harness
             with pytest.raises(UsageError):
                 await uow.app_state.merge("app", {"set": {"k": 1}})
         assert seen == []
+
+
+@tier("logic")
+async def test_a_unit_of_work_that_fails_to_begin_gives_its_connection_back(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refused(connection: Connection) -> None:
+        connection.exec_driver_sql("SELECT 1")  # the transaction has begun, then fails
+        raise DatabaseError("the server refused the snapshot")
+
+    monkeypatch.setattr(_base, "begin_snapshot", refused)
+    engine = harness.ledger.engine
+    pool = (engine.sync_engine if isinstance(engine, AsyncEngine) else engine).pool
+    for _ in range(2):
+        with pytest.raises(DatabaseError, match="refused the snapshot"):
+            async with harness.ledger.unit_of_work(readonly=True):
+                pass
+        assert pool.checkedout() == 0  # type: ignore[attr-defined]
 
 
 @tier("dialect")

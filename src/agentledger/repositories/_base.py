@@ -10,6 +10,7 @@ in, so a repository bound to a ledger and one bound to a unit of work share ever
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import wraps
@@ -181,17 +182,26 @@ class Work:
     def begin(self) -> None:
         """Start the transaction. Owned: nothing is sent yet (a snapshot read on
         MariaDB/MySQL: its START TRANSACTION, see ``_statements.begin_snapshot``). Joined:
-        the SAVEPOINT in the caller's transaction starts now."""
-        if self.snapshot:
-            with translated(self.settings.url):
-                begin_snapshot(self.session.connection())
-        if self.joined:
-            with translated(self.settings.url):
-                connection = self.session.connection()
-                if self.settings.schema is not None:
-                    self._restore = dict(connection.get_execution_options())
-                    connection.execution_options(schema_translate_map={None: self.settings.schema})
-                self._check_engine(connection)
+        the SAVEPOINT in the caller's transaction starts now. One that fails to begin
+        is ended as a failed one (its connection back in the pool, the caller's
+        connection options as they were): no ``__exit__`` follows a failed ``__enter__``."""
+        try:
+            if self.snapshot:
+                with translated(self.settings.url):
+                    begin_snapshot(self.session.connection())
+            if self.joined:
+                with translated(self.settings.url):
+                    connection = self.session.connection()
+                    if self.settings.schema is not None:
+                        self._restore = dict(connection.get_execution_options())
+                        connection.execution_options(
+                            schema_translate_map={None: self.settings.schema}
+                        )
+                    self._check_engine(connection)
+        except BaseException:
+            with suppress(Exception):  # the first error is the one to report
+                self.finish(failed=True)
+            raise
         self.active = True
 
     def finish(self, failed: bool) -> None:
