@@ -307,26 +307,34 @@ async def test_a_first_put_whose_new_session_id_is_taken_is_a_conflict_and_store
 
 
 @pytest.mark.api("sync")
+@pytest.mark.parametrize("transport", ["default", "sqlalchemy"])
 @pytest.mark.parametrize("write", ["put_writes", "put"])
 async def test_a_write_racing_a_delete_of_its_thread_waits_and_lands_in_a_new_thread(
-    saved: Saved, write: str
+    saved: Saved, write: str, transport: str
 ) -> None:
     # The delete is begun, and its session row locked, before the write starts: the write
-    # waits for it, then finds no session and creates one, rather than failing.
+    # waits for it, then finds no session and creates one, rather than failing. By
+    # default a PostgreSQL ledger's write is driver SQL's one statement, which reads the
+    # session unlocked; on SQLAlchemy's transport (driver_sql=False) it is a transaction
+    # that reads it FOR KEY SHARE.
     if not isinstance(saved.ledger, Ledger):
         pytest.skip(SYNC_UNIT_ONLY)
     stored = await _first_put(saved, "doomed")
     doomed = saved.ledger.sessions.get_by_key("doomed", app_name="langgraph")
+    writer_ledger = saved.ledger
+    if transport == "sqlalchemy":
+        writer_ledger = Ledger(saved.reopen_url(), driver_sql=False)
+    saver = LedgerSaver(writer_ledger)
     deleter = create_engine(saved.reopen_url())
     outcome: list[BaseException | None] = []
 
     def write_now() -> None:
         try:
             if write == "put_writes":
-                saved.saver.put_writes(stored, [("v", 2)], "task-after")
+                saver.put_writes(stored, [("v", 2)], "task-after")
             else:
                 following = generate_checkpoint(channel_values={"v": 2}, channel_versions={"v": 2})
-                saved.saver.put(stored, following, generate_metadata(step=1), {"v": 2})
+                saver.put(stored, following, generate_metadata(step=1), {"v": 2})
             outcome.append(None)
         except BaseException as error:
             outcome.append(error)
@@ -341,6 +349,8 @@ async def test_a_write_racing_a_delete_of_its_thread_waits_and_lands_in_a_new_th
         writer.join(30)  # a write still waiting then fails the test below
     finally:
         deleter.dispose()
+        if writer_ledger is not saved.ledger:
+            writer_ledger.close()
     assert outcome == [None]
     found = saved.ledger.sessions.get_by_key("doomed", app_name="langgraph")
     assert found.id != doomed.id
