@@ -9,6 +9,7 @@ in, so a repository bound to a ledger and one bound to a unit of work share ever
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from functools import wraps
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from sqlalchemy import Connection
-from sqlalchemy.engine import URL, Dialect
+from sqlalchemy.engine import URL, Dialect, Engine
 from sqlalchemy.orm import Session
 from sqlalchemy.sql import Executable
 
@@ -42,10 +43,14 @@ class Settings:
     clock: Clock
     limits: Limits
     schema: str | None = None
-    checked_engines: set[int] = field(default_factory=set, compare=False)
-    text_indexes: dict[int, TextIndex] = field(default_factory=dict, compare=False)
-    """What each engine's text index over memory items holds (by its dialect's id),
-    read at its first keyword search."""
+    checked_engines: weakref.WeakSet[Engine] = field(default_factory=weakref.WeakSet, compare=False)
+    """The engines of joined connections checked already (``check_borrowed_sqlite``):
+    held weakly and known by identity, not by ``id()``, which a new engine may reuse."""
+    text_indexes: weakref.WeakKeyDictionary[Dialect, TextIndex] = field(
+        default_factory=weakref.WeakKeyDictionary, compare=False
+    )
+    """What each engine's text index over memory items holds (by its dialect), read at
+    its first keyword search."""
 
     def now(self) -> datetime:
         """The current time from the ledger's clock, aware and in UTC."""
@@ -227,10 +232,10 @@ class Work:
                 self.session.close()
 
     def _check_engine(self, connection: Connection) -> None:
-        engine_id = id(connection.engine)
-        if engine_id not in self.settings.checked_engines:
+        engine = connection.engine
+        if engine not in self.settings.checked_engines:
             check_borrowed_sqlite(connection)
-            self.settings.checked_engines.add(engine_id)
+            self.settings.checked_engines.add(engine)
 
     def perform(
         self,

@@ -936,9 +936,9 @@ class MemoryRepository(Repository):
         """What this database's text index holds (read once per engine)."""
         connection = self._connection()
         known = self._work.settings.text_indexes
-        found = known.get(id(connection.dialect))
+        found = known.get(connection.dialect)
         if found is None:
-            found = known[id(connection.dialect)] = _read_text_index(connection, kind)
+            found = known[connection.dialect] = _read_text_index(connection, kind)
         return found
 
     def _by_meaning(
