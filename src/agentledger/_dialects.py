@@ -220,7 +220,19 @@ now and then (tests/scaleout/test_galera_writers.py saw 4 of 240 calls give up);
 leave a margin of about 0.7**20 times that. The waits are capped at the policy's
 ``max_delay``. The cluster's other rules: its named locks are node-local, so migrations
 take turns by a certified row (``migrations/locks.py``), and a read waits for the
-cluster's earlier commits (``wsrep_sync_wait``, the ledgers' ``read_your_writes``)."""
+cluster's earlier commits (``GALERA_SYNC_WAIT``, the ledgers' ``read_your_writes``)."""
+
+GALERA_SYNC_WAIT = 15
+"""The ``wsrep_sync_wait`` a Galera connection of agentledger's runs with: every kind of
+statement (1 reads and BEGIN, 2 UPDATE and DELETE, 4 INSERT and REPLACE, 8 SHOW) first
+waits until the node has applied what the cluster committed before. MariaDB waits only
+at a transaction's first statement (not inside an active one), so this is one wait per
+transaction whatever it begins with. 1 alone left a transaction that begins with a
+write unwaited: the driver begins no transaction with a statement of its own, so a
+revision-checked UPDATE on a node that had not applied the record's last save matched
+no row (a false ``ConflictError("stale")``, seen through the Galera relay in CI) or
+was aborted by the applier (21 of 1,000 saves alternating between two nodes retried
+with 1, none with 15)."""
 
 
 _UNTESTED = Capabilities(

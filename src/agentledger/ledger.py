@@ -128,11 +128,11 @@ class Ledger:
             first use) with full-jitter backoff from 10 ms up to 1 s.
         read_your_writes: on a Galera node, each transaction of the engine the ledger
             creates first waits until the node has applied every write the cluster
-            committed before it began (``wsrep_sync_wait = 1``, set on each new
-            connection found to be a Galera node), so a read on one node sees what
-            another acknowledged. ``False`` reads what the node has applied (a little
-            faster; a record read stale is still caught as a conflict). No effect on
-            one server, or with ``engine=``.
+            committed before it began (``wsrep_sync_wait = 15``, set on each new
+            connection found to be a Galera node), so a read or a revision-checked
+            write on one node sees what another acknowledged. ``False`` reads what the
+            node has applied (a little faster; a record read stale is still caught as
+            a conflict). No effect on one server, or with ``engine=``.
         readers: read replicas (URLs or Engines) of the primary, PostgreSQL hot
             standbys or Galera nodes: ledger-level reads (gets, listings,
             conversations, usage, export) go to them in turn, a read at a time; writes,
@@ -398,11 +398,11 @@ class AsyncLedger:
             first use) with full-jitter backoff from 10 ms up to 1 s.
         read_your_writes: on a Galera node, each transaction of the engine the ledger
             creates first waits until the node has applied every write the cluster
-            committed before it began (``wsrep_sync_wait = 1``, set on each new
-            connection found to be a Galera node), so a read on one node sees what
-            another acknowledged. ``False`` reads what the node has applied (a little
-            faster; a record read stale is still caught as a conflict). No effect on
-            one server, or with ``engine=``.
+            committed before it began (``wsrep_sync_wait = 15``, set on each new
+            connection found to be a Galera node), so a read or a revision-checked
+            write on one node sees what another acknowledged. ``False`` reads what the
+            node has applied (a little faster; a record read stale is still caught as
+            a conflict). No effect on one server, or with ``engine=``.
         readers: read replicas (URLs or AsyncEngines) of the primary, PostgreSQL hot
             standbys or Galera nodes: ledger-level reads (gets, listings,
             conversations, usage, export) go to them in turn, a read at a time; writes,

@@ -2,8 +2,8 @@
 round-robin balancer would spread them): what the documentation says never conflicts
 does not conflict there either (a certification failure at COMMIT is retried with the
 cluster's budget), nothing acknowledged is lost or stored twice, creators of one id
-take turns without a lock that can leak, and a read on one node sees a write
-acknowledged on another."""
+take turns without a lock that can leak, and a read or a revision-checked write on one
+node sees a write acknowledged on another."""
 
 from __future__ import annotations
 
@@ -22,7 +22,9 @@ from agentledger import (
     Ledger,
     NewMessage,
     NewStep,
+    RetryPolicy,
     TokenUsage,
+    migrations,
 )
 from agentledger.errors import AgentLedgerError
 
@@ -118,18 +120,37 @@ def test_a_read_on_one_node_sees_what_another_node_acknowledged(ledgers: list[Le
         assert [m.content for m in reader.messages.last("read-your-writes", 1)] == [str(turn)]
 
 
+def test_a_save_on_one_node_finds_the_revision_another_node_acknowledged(
+    node_urls: list[URL],
+) -> None:
+    """Each save is the first statement of its transaction, an UPDATE checked against
+    the record's revision; on a node still applying the previous save it would match
+    no row (a stale conflict) or be aborted by the applier. No retry is allowed, so
+    either fails the test (with ``wsrep_sync_wait = 1``, 21 of 1,000 did)."""
+    migrations.upgrade(node_urls[0])
+    once = RetryPolicy(attempts=1)
+    with Ledger(node_urls[0], retry=once) as first, Ledger(node_urls[1], retry=once) as second:
+        record = first.sessions.create("alternating", state={"turn": 0})
+        for turn in range(1, 201):
+            ledger = second if turn % 2 else first
+            record = ledger.sessions.save(record.model_copy(update={"state": {"turn": turn}}))
+        assert (record.revision, first.sessions.get("alternating").state) == (201, {"turn": 200})
+
+
 def _sync_wait(ledger: Ledger) -> object:
     with ledger.engine.connect() as connection:
         return connection.execute(text("SELECT @@session.wsrep_sync_wait")).scalar()
 
 
-def test_a_ledger_waits_for_the_cluster_on_each_read_unless_told_not_to(
+def test_a_ledger_waits_for_the_cluster_before_each_transaction_unless_told_not_to(
     node_urls: list[URL],
 ) -> None:
     with Ledger(node_urls[0]) as waiting, Ledger(node_urls[0], read_your_writes=False) as not_:
-        assert (_sync_wait(waiting), _sync_wait(not_)) == (1, 0)
+        assert (_sync_wait(waiting), _sync_wait(not_)) == (15, 0)
 
 
-async def test_an_async_ledger_waits_for_the_cluster_on_each_read(node_urls: list[URL]) -> None:
+async def test_an_async_ledger_waits_for_the_cluster_before_each_transaction(
+    node_urls: list[URL],
+) -> None:
     async with AsyncLedger(node_urls[1]) as ledger, ledger.engine.connect() as connection:
-        assert (await connection.execute(text("SELECT @@session.wsrep_sync_wait"))).scalar() == 1
+        assert (await connection.execute(text("SELECT @@session.wsrep_sync_wait"))).scalar() == 15

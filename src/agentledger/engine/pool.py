@@ -22,7 +22,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL, Dialect
 from sqlalchemy.pool import ConnectionPoolEntry, PoolResetState
 
-from .._dialects import tested
+from .._dialects import GALERA_SYNC_WAIT, tested
 from ..errors import ValidationError
 
 logger = logging.getLogger("agentledger.engine")
@@ -146,10 +146,10 @@ def configure_timeouts(
     """Set a lock timeout (seconds; ``DEFAULT_LOCK_TIMEOUT_S`` when None) and, when
     given, a statement timeout on every new
     connection of ``engine`` (an engine a ledger created); with ``cluster_sync_wait``,
-    a connection to a Galera node also waits, at the start of each transaction and
-    read, until the node has applied what the cluster committed before
-    (``wsrep_sync_wait = 1``: read-your-writes across nodes, one round trip per new
-    connection to ask ``wsrep_on`` on MariaDB/MySQL).
+    a connection to a Galera node also waits, at the start of each transaction, until
+    the node has applied what the cluster committed before (``GALERA_SYNC_WAIT``:
+    read-your-writes across nodes, one round trip per new connection to ask
+    ``wsrep_on`` on MariaDB/MySQL).
 
     PostgreSQL: ``lock_timeout`` and ``statement_timeout``. MariaDB/MySQL:
     ``innodb_lock_wait_timeout`` (whole seconds, rounded up) and MariaDB's
@@ -195,7 +195,7 @@ def configure_timeouts(
                 cursor.execute("SHOW VARIABLES LIKE 'wsrep_on'")
                 found = cursor.fetchone()
                 if found is not None and str(found[1]).upper() == "ON":
-                    cursor.execute("SET SESSION wsrep_sync_wait = 1")
+                    cursor.execute("SET SESSION wsrep_sync_wait = %s", (GALERA_SYNC_WAIT,))
             if backend in ("mysql", "mariadb") and statement_ms is not None:
                 cursor.execute("SELECT VERSION()")
                 mariadb = "mariadb" in str(cursor.fetchone()[0]).lower()

@@ -16,7 +16,7 @@ from sqlalchemy import Connection, text
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
 
-from .._dialects import CAPABILITIES, capabilities
+from .._dialects import CAPABILITIES, GALERA_SYNC_WAIT, capabilities
 from .._probe import cluster_of
 from ..engine import brief_transaction, sqlite_migration_connection
 from ..errors import DatabaseLockedError, SchemaError
@@ -116,7 +116,7 @@ def _certified_lease(connection: Connection) -> Iterator[None]:
             )
         time.sleep(random.uniform(*_LEASE_POLL_S))
     before = _run_outside_caller_transaction(connection, "SELECT @@session.wsrep_sync_wait")
-    _run_outside_caller_transaction(connection, _SET_SYNC_WAIT, value=15)
+    _run_outside_caller_transaction(connection, _SET_SYNC_WAIT, value=GALERA_SYNC_WAIT)
     try:
         yield
     finally:
