@@ -188,6 +188,22 @@ def scratch_database(dialect: str, tmp_dir: str) -> Iterator[URL]:
         drop_database(url)
 
 
+@contextmanager
+def migrated_database(dialect: str, tmp_dir: str | Path) -> Iterator[URL]:
+    """A fresh database of ``dialect`` (sync driver URL) migrated to head, dropped
+    afterwards."""
+    with scratch_database(dialect, str(tmp_dir)) as url:
+        migrations.upgrade(url)
+        yield url
+
+
+def session_stored(url: URL, id: str) -> bool:
+    """Whether session ``id`` is stored at ``url``, asked by a ledger of its own (a
+    connection that shares nothing with the one that wrote it)."""
+    with Ledger(url) as ledger:
+        return ledger.sessions.exists(id)
+
+
 EMPTYING_ATTEMPTS = 5
 """How often emptying the tables is tried: on a Galera cluster the DELETEs can lose
 certification to the replication of a test's last writes (1213 at COMMIT), which

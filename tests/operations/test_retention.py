@@ -13,7 +13,7 @@ from sqlalchemy.engine import URL
 from agentledger import Ledger, ValidationError, migrations
 from agentledger.retention import PurgeItem, PurgePolicy
 
-from ..databases import dialect_params, scratch_database
+from ..databases import dialect_params, migrated_database
 from ._data import Clock, Snapshot, ledger_at, snapshot
 
 DAY = timedelta(days=1)
@@ -45,8 +45,7 @@ def _fill(ledger: Ledger, clock: Clock) -> None:
 
 @pytest.fixture(params=dialect_params())
 def filled(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    with scratch_database(request.param, str(tmp_path)) as url:
-        migrations.upgrade(url)
+    with migrated_database(request.param, tmp_path) as url:
         clock = Clock()
         with ledger_at(url, clock) as ledger:
             _fill(ledger, clock)
@@ -207,7 +206,9 @@ def test_memories_are_found_by_their_words_after_a_vacuum(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize("dialect", dialect_params("postgresql", "mysql"))
 def test_vacuum_is_only_for_sqlite(tmp_path: Path, dialect: str) -> None:
-    with scratch_database(dialect, str(tmp_path)) as url:
-        migrations.upgrade(url)
-        with ledger_at(url) as ledger, pytest.raises(ValidationError, match="SQLite"):
-            ledger.retention.vacuum()
+    with (
+        migrated_database(dialect, tmp_path) as url,
+        ledger_at(url) as ledger,
+        pytest.raises(ValidationError, match="SQLite"),
+    ):
+        ledger.retention.vacuum()

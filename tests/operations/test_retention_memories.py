@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from agentledger import Ledger, ValidationError, migrations
+from agentledger import Ledger, ValidationError
 from agentledger.retention import PurgeItem, PurgePolicy
 
-from ..databases import dialect_params, scratch_database
+from ..databases import dialect_params, migrated_database
 
 ADA = ("memories", "ada")
 EXPIRED = PurgePolicy(expired_memories=True)
@@ -28,8 +28,7 @@ class Clock:
 
 @pytest.fixture(params=dialect_params())
 def ledger(request: pytest.FixtureRequest, tmp_path: Path) -> object:
-    with scratch_database(request.param, tmp_path) as url:
-        migrations.upgrade(url)
+    with migrated_database(request.param, tmp_path) as url:
         clock = Clock()
         with Ledger(url, clock=clock) as opened:
             for index in range(5):

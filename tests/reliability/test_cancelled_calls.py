@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from sqlalchemy.engine import URL
 
-from agentledger import AsyncLedger, Ledger, migrations
+from agentledger import AsyncLedger
 
-from ..databases import driver_params, scratch_database
+from ..databases import driver_params, migrated_database, session_stored
 
 pytestmark = pytest.mark.postgresql
 
@@ -32,8 +32,7 @@ transaction (at READ COMMITTED they run in autocommit, with no BEGIN to cancel).
 
 @pytest.fixture(scope="module")
 def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[URL]:
-    with scratch_database("postgresql", str(tmp_path_factory.mktemp("cancelled"))) as url:
-        migrations.upgrade(url)
+    with migrated_database("postgresql", tmp_path_factory.mktemp("cancelled")) as url:
         yield url
 
 
@@ -55,11 +54,6 @@ def cancel_after_the_next_begin(monkeypatch: pytest.MonkeyPatch) -> Callable[[],
 
     monkeypatch.setattr(asyncpg.connection.Connection, "execute", begun_then_cancelled)
     return lambda: armed.__setitem__(0, True)
-
-
-def stored(url: URL, id: str) -> bool:
-    with Ledger(url) as ledger:
-        return ledger.sessions.exists(id)
 
 
 def cancelled_then_written(
@@ -90,7 +84,7 @@ def test_a_write_after_a_driver_sql_call_cancelled_at_its_begin_is_stored(
     id = cancelled_then_written(
         postgres, cancel_after_the_next_begin, lambda ledger: ledger.langgraph().get("t", "")
     )
-    assert stored(postgres, id)
+    assert session_stored(postgres, id)
 
 
 @pytest.mark.parametrize("driver", driver_params("postgresql", ["asyncpg"]))
@@ -100,4 +94,4 @@ def test_a_write_after_a_sqlalchemy_call_cancelled_at_its_begin_is_stored(
     id = cancelled_then_written(
         postgres, cancel_after_the_next_begin, lambda ledger: ledger.sessions.exists("x")
     )
-    assert stored(postgres, id)
+    assert session_stored(postgres, id)

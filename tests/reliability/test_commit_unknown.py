@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from sqlalchemy.engine import URL
 
-from agentledger import AsyncLedger, CommitUnknownError, Ledger, NewMessage, migrations
+from agentledger import AsyncLedger, CommitUnknownError, Ledger, NewMessage
 
-from ..databases import scratch_database
+from ..databases import migrated_database
 from . import summary
 
 SERVERS = [
@@ -97,8 +97,7 @@ def _close(*sockets: socket.socket) -> None:
 @pytest.fixture(params=SERVERS)
 def proxied(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[URL, CommitCutter]]:
     """A migrated scratch database and its URL through a CommitCutter."""
-    with scratch_database(request.param, str(tmp_path)) as url:
-        migrations.upgrade(url)
+    with migrated_database(request.param, tmp_path) as url:
         cutter = CommitCutter(url.host or "127.0.0.1", url.port or _default_port(url))
         yield url.set(host="127.0.0.1", port=cutter.port), cutter
         cutter.close()

@@ -21,7 +21,7 @@ from sqlalchemy.pool import NullPool
 
 from agentledger import Ledger, migrations
 
-from ..databases import scratch_database
+from ..databases import migrated_database
 from . import summary
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -160,8 +160,7 @@ def test_sqlite_survives_sigkill_at_random_moments(
 def test_a_killed_client_never_leaves_half_a_unit_of_work(
     tmp_path: Path, dialect: str, writers: Writers
 ) -> None:
-    with scratch_database(dialect, str(tmp_path)) as url:
-        migrations.upgrade(url)
+    with migrated_database(dialect, tmp_path) as url:
         plain = url.set(drivername=url.get_backend_name()).render_as_string(hide_password=False)
         rng = random.Random(11)
         acknowledged: set[str] = set()

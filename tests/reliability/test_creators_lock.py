@@ -24,9 +24,9 @@ from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
 
-from agentledger import AsyncLedger, ConflictError, Ledger, migrations
+from agentledger import AsyncLedger, ConflictError, Ledger
 
-from ..databases import scratch_database
+from ..databases import migrated_database
 
 pytestmark = pytest.mark.mysql
 
@@ -39,8 +39,7 @@ HEAVY_ROWS = 30
 
 @pytest.fixture(scope="module")
 def mariadb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[URL]:
-    with scratch_database("mysql", str(tmp_path_factory.mktemp("creators"))) as url:
-        migrations.upgrade(url)
+    with migrated_database("mysql", tmp_path_factory.mktemp("creators")) as url:
         yield url
 
 

@@ -23,11 +23,10 @@ from agentledger import (
     Ledger,
     NewMessage,
     RetryPolicy,
-    migrations,
 )
 from agentledger.engine import pool as engine_pool
 
-from ..databases import scratch_database
+from ..databases import migrated_database
 from ..ports import free_port
 from . import summary
 
@@ -40,8 +39,7 @@ OWN_ID = {"postgresql": "SELECT pg_backend_pid()", "mysql": "SELECT CONNECTION_I
 
 @pytest.fixture(params=SERVERS)
 def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[URL]:
-    with scratch_database(request.param, str(tmp_path)) as url:
-        migrations.upgrade(url)
+    with migrated_database(request.param, tmp_path) as url:
         yield url
 
 

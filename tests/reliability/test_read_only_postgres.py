@@ -21,11 +21,11 @@ from sqlalchemy import event, text
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
 
-from agentledger import AsyncLedger, Ledger, NewMessage, ReadOnlyDatabaseError, migrations
+from agentledger import AsyncLedger, Ledger, NewMessage, ReadOnlyDatabaseError
 from agentledger._translate import sqlstate
 from agentledger.testing.harness import SyncAdapter
 
-from ..databases import driver_params, scratch_database
+from ..databases import driver_params, migrated_database, session_stored
 
 pytestmark = pytest.mark.postgresql
 
@@ -44,8 +44,7 @@ DRIVERS = list(READ_ONLY_SERVER)
 
 @pytest.fixture(scope="module")
 def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[URL]:
-    with scratch_database("postgresql", str(tmp_path_factory.mktemp("read-only"))) as url:
-        migrations.upgrade(url)
+    with migrated_database("postgresql", tmp_path_factory.mktemp("read-only")) as url:
         with Ledger(url) as ledger:
             ledger.sessions.create("kept")
             ledger.messages.append("kept", NewMessage(role="user", content="hello"))
@@ -83,11 +82,6 @@ async def write_in_a_unit_of_work(ledger: Any, id: str) -> None:
         await uow.sessions.create(id)
 
 
-def stored(url: URL, id: str) -> bool:
-    with Ledger(url) as ledger:
-        return ledger.sessions.exists(id)
-
-
 @pytest.mark.parametrize("driver", driver_params("postgresql", DRIVERS))
 def test_a_write_a_read_only_server_refuses_is_a_read_only_database_error(
     postgres: URL, driver: str
@@ -100,7 +94,7 @@ def test_a_write_a_read_only_server_refuses_is_a_read_only_database_error(
         assert not raised.value.retryable
 
     run(postgres, driver, scenario, read_only_server=True)
-    assert not stored(postgres, id)
+    assert not session_stored(postgres, id)
 
 
 @pytest.mark.parametrize("driver", driver_params("postgresql", DRIVERS))
@@ -119,7 +113,7 @@ def test_after_a_read_only_unit_of_work_the_server_still_decides_the_next_transa
             assert (await uow.sessions.get("kept")).id == "kept"
 
     run(postgres, driver, scenario, read_only_server=True)
-    assert not stored(postgres, id)
+    assert not session_stored(postgres, id)
 
 
 @pytest.mark.parametrize("driver", driver_params("postgresql", DRIVERS))
@@ -133,7 +127,7 @@ def test_after_a_snapshot_read_a_write_is_refused_as_before_it(postgres: URL, dr
             await write_in_a_unit_of_work(ledger, id)
 
     run(postgres, driver, scenario, read_only_server=True)
-    assert not stored(postgres, id)
+    assert not session_stored(postgres, id)
 
 
 @pytest.mark.parametrize("driver", driver_params("postgresql", DRIVERS))
@@ -152,7 +146,7 @@ def test_a_read_only_unit_of_work_is_read_only_on_the_server_and_only_it(
         return sqlstate(refused.value)
 
     assert run(postgres, driver, scenario, read_only_server=False) == "25006"
-    assert stored(postgres, id)
+    assert session_stored(postgres, id)
 
 
 def test_a_connection_whose_read_only_setting_cannot_be_put_back_is_not_pooled(
@@ -176,7 +170,7 @@ def test_a_connection_whose_read_only_setting_cannot_be_put_back_is_not_pooled(
         assert [str(error) for error in invalidated] == ["the driver refused"]
         id = f"written-{uuid.uuid4().hex[:8]}"
         ledger.sessions.create(id)  # on a new connection, beginning as the server's default
-    assert stored(postgres, id)
+    assert session_stored(postgres, id)
 
 
 @pytest.mark.parametrize("driver", driver_params("postgresql", DRIVERS))
@@ -196,4 +190,4 @@ def test_a_pool_the_event_registry_takes_for_a_dead_one_still_puts_the_setting_b
         await write_in_a_unit_of_work(ledger, id)
 
     run(postgres, driver, scenario, read_only_server=False)
-    assert stored(postgres, id)
+    assert session_stored(postgres, id)

@@ -12,9 +12,9 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import URL
 from sqlalchemy.pool import NullPool
 
-from agentledger import AsyncLedger, DatabaseError, migrations
+from agentledger import AsyncLedger, DatabaseError
 
-from ..databases import scratch_database
+from ..databases import migrated_database
 from . import summary
 
 pytestmark = pytest.mark.postgresql
@@ -22,8 +22,7 @@ pytestmark = pytest.mark.postgresql
 
 @pytest.fixture
 def database(tmp_path: Path) -> Iterator[URL]:
-    with scratch_database("postgresql", str(tmp_path)) as url:
-        migrations.upgrade(url)
+    with migrated_database("postgresql", tmp_path) as url:
         yield url
 
 

@@ -12,11 +12,11 @@ import pytest
 from sqlalchemy.engine import URL
 from sqlalchemy.orm import Session
 
-from agentledger import Ledger, migrations
+from agentledger import Ledger
 from agentledger.records import SessionRecord
 from agentledger.repositories import sessions as sessions_module
 
-from ..databases import dialect_params, scratch_database
+from ..databases import dialect_params, migrated_database
 from . import summary
 
 WRITERS, ROUNDS = 8, 50
@@ -24,8 +24,7 @@ WRITERS, ROUNDS = 8, 50
 
 @pytest.fixture(params=dialect_params())
 def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[URL]:
-    with scratch_database(request.param, str(tmp_path)) as url:
-        migrations.upgrade(url)
+    with migrated_database(request.param, tmp_path) as url:
         yield url
 
 
