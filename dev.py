@@ -8,7 +8,8 @@
                                      ``ui`` extra added to .venv-demo; ARGS go to
                                      ``agentledger ui`` (--port, --allow-delete, ...)
     python3 dev.py test [ARGS...]    run the whole test suite (ARGS go to pytest), the
-                                     slow tests in a pytest beside the rest; with
+                                     slow tests and the frameworks' own suites in
+                                     pytests beside the rest; with
                                      AGENTLEDGER_TEST_EMBEDDED_PASS="-m postgresql"
                                      and a PostgreSQL server set, those tests also on
                                      the private PostgreSQL, and with a MariaDB server
@@ -211,7 +212,10 @@ def test(args: list[str]) -> int:
 
 def plan(chosen: str | None, *, slow_lane: bool, env: Mapping[str, str]) -> list[Lane]:
     """The lanes of a run of the tests ``chosen`` selects (a marker expression, None for
-    all). The slow tests run beside the rest (``slow_lane``). When SECOND_PASS_ENV names
+    all). The slow tests run beside the rest (``slow_lane``), the frameworks' own suites
+    (the ``suite`` marker: minutes each) in a pytest of their own beside those: alone
+    at the end of one slow pytest they kept one core busy and left the other idle for
+    the run's last third. When SECOND_PASS_ENV names
     a selection and PostgreSQL runs on a server (CI): that selection again on the private
     PostgreSQL (a second major version) and, with a MariaDB server set, the MariaDB-only
     tests apart. When PORTABLE_PASS_ENV names tests: those with the portable profile.
@@ -229,7 +233,10 @@ def plan(chosen: str | None, *, slow_lane: bool, env: Mapping[str, str]) -> list
         )
     ]
     if slow_lane:
-        lanes.append(Lane("pytest -m slow", both(chosen, "slow", shared), _suffixed(env, "_slow")))
+        slow = both(chosen, "slow", "not suite", shared)
+        lanes.append(Lane("pytest -m slow", slow, _suffixed(env, "_slow")))
+        suites = both(chosen, "slow", "suite", shared)
+        lanes.append(Lane("pytest -m suite", suites, _suffixed(env, "_suite")))
     if on_server and second_pass is not None:
         lanes.append(
             Lane(

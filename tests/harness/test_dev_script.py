@@ -72,20 +72,21 @@ def _ci(monkeypatch: pytest.MonkeyPatch, *, mysql: str | None, portable: str | N
         monkeypatch.setenv("AGENTLEDGER_TEST_MYSQL_URL", mysql)
 
 
-def test_on_a_laptop_the_slow_tests_run_in_a_pytest_beside_the_rest(
+def test_on_a_laptop_the_slow_tests_and_the_framework_suites_run_in_pytests_beside_the_rest(
     dev: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("AGENTLEDGER_TEST_EMBEDDED_PASS", raising=False)
     monkeypatch.delenv("AGENTLEDGER_TEST_PORTABLE_PASS", raising=False)
     monkeypatch.delenv("AGENTLEDGER_TEST_POSTGRES_URL", raising=False)
     monkeypatch.delenv("AGENTLEDGER_TEST_MYSQL_URL", raising=False)
-    pytests = _Pytests(dev, monkeypatch, [0, 0])
+    pytests = _Pytests(dev, monkeypatch, [0, 0, 0])
     assert dev.test(["-k", "messages"]) == 0
     assert [argv for argv, _ in pytests.front] == [
         ["-m", "pytest", "-k", "messages", "-m", "not slow"]
     ]
     assert [argv for argv, _ in pytests.beside] == [
-        ["-m", "pytest", "-k", "messages", "-m", "slow"]
+        ["-m", "pytest", "-k", "messages", "-m", "(slow) and (not suite)"],
+        ["-m", "pytest", "-k", "messages", "-m", "(slow) and (suite)"],
     ]
 
 
@@ -107,19 +108,22 @@ def test_a_marker_expression_given_is_joined_to_each_lanes(
 ) -> None:
     monkeypatch.delenv("AGENTLEDGER_TEST_EMBEDDED_PASS", raising=False)
     monkeypatch.delenv("AGENTLEDGER_TEST_PORTABLE_PASS", raising=False)
-    pytests = _Pytests(dev, monkeypatch, [0, 0])
+    pytests = _Pytests(dev, monkeypatch, [0, 0, 0])
     assert dev.test(["-m", "sqlite"]) == 0
     assert [argv for argv, _ in pytests.front] == [
         ["-m", "pytest", "-m", "(sqlite) and (not slow)"]
     ]
-    assert [argv for argv, _ in pytests.beside] == [["-m", "pytest", "-m", "(sqlite) and (slow)"]]
+    assert [argv for argv, _ in pytests.beside] == [
+        ["-m", "pytest", "-m", "(sqlite) and (slow) and (not suite)"],
+        ["-m", "pytest", "-m", "(sqlite) and (slow) and (suite)"],
+    ]
 
 
-def test_under_ci_the_slow_the_mariadb_only_and_the_private_postgresql_pytests_run_beside(
+def test_under_ci_the_slow_suite_mariadb_only_and_private_postgresql_pytests_run_beside(
     dev: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _ci(monkeypatch, mysql=MYSQL)
-    pytests = _Pytests(dev, monkeypatch, [0, 0, 0, 0])
+    pytests = _Pytests(dev, monkeypatch, [0, 0, 0, 0, 0])
     assert dev.test(["-q"]) == 0
     [(front, front_env)] = pytests.front
     assert front == ["-m", "pytest", "-q", "-m", "(not slow) and (not (mysql and not postgresql))"]
@@ -127,10 +131,16 @@ def test_under_ci_the_slow_the_mariadb_only_and_the_private_postgresql_pytests_r
         "mysql://root@127.0.0.1:3306/agentledger_test_rest?charset=utf8mb4"
     )
     assert front_env["AGENTLEDGER_TEST_POSTGRES_URL"] == POSTGRES
-    (slow, slow_env), (private, private_env), (mariadb, mariadb_env) = pytests.beside
-    assert slow == ["-m", "pytest", "-q", "-m", "(slow) and (not (mysql and not postgresql))"]
+    (slow, slow_env), (suite, suite_env), (private, private_env), (mariadb, mariadb_env) = (
+        pytests.beside
+    )
+    not_mariadb_only = "(not (mysql and not postgresql))"
+    assert slow == ["-m", "pytest", "-q", "-m", f"(slow) and (not suite) and {not_mariadb_only}"]
     assert slow_env["AGENTLEDGER_TEST_POSTGRES_URL"] == POSTGRES.replace("_test", "_test_slow")
     assert slow_env["AGENTLEDGER_TEST_MYSQL_URL"] == MYSQL.replace("_test?", "_test_slow?")
+    assert suite == ["-m", "pytest", "-q", "-m", f"(slow) and (suite) and {not_mariadb_only}"]
+    assert suite_env["AGENTLEDGER_TEST_POSTGRES_URL"] == POSTGRES.replace("_test", "_test_suite")
+    assert suite_env["AGENTLEDGER_TEST_MYSQL_URL"] == MYSQL.replace("_test?", "_test_suite?")
     assert private == ["-m", "pytest", "-q", "-m", "postgresql"]
     assert private_env["AGENTLEDGER_TEST_POSTGRES_URL"] == "embedded"
     assert mariadb == ["-m", "pytest", "-q", "-m", "mysql and not postgresql"]
@@ -141,7 +151,7 @@ def test_the_portable_pass_runs_its_tests_beside_with_the_portable_profile(
     dev: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _ci(monkeypatch, mysql=MYSQL, portable="tests/contract tests/drivers/x.py -m 'not slow'")
-    pytests = _Pytests(dev, monkeypatch, [0, 0, 0, 0, 0])
+    pytests = _Pytests(dev, monkeypatch, [0, 0, 0, 0, 0, 0])
     assert dev.test(["-q"]) == 0
     portable, portable_env = pytests.beside[-1]
     assert portable == [
@@ -156,10 +166,10 @@ def test_without_the_portable_pass_no_run_has_the_portable_profile(
     dev: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _ci(monkeypatch, mysql=MYSQL)
-    pytests = _Pytests(dev, monkeypatch, [0, 0, 0, 0])
+    pytests = _Pytests(dev, monkeypatch, [0, 0, 0, 0, 0])
     assert dev.test([]) == 0
     every_env = [env for _, env in pytests.front + pytests.beside]
-    assert len(every_env) == 4
+    assert len(every_env) == 5
     assert all("AGENTLEDGER_PROFILE" not in env for env in every_env)
 
 
@@ -171,7 +181,7 @@ def test_every_test_is_selected_by_exactly_one_lane_of_a_ci_run(
     _ci(monkeypatch, mysql=MYSQL)
     lanes = dev.plan(None, slow_lane=True, env=dict(os.environ))
     splitting = [lane for lane in lanes if "private PostgreSQL" not in lane.name]
-    for marks in _every_combination(("slow", "mysql", "postgresql", "sqlite", "driver")):
+    for marks in _every_combination(("slow", "suite", "mysql", "postgresql", "sqlite", "driver")):
         chosen = [lane.name for lane in splitting if _selects(lane.selection, marks)]
         assert len(chosen) == 1, (marks, chosen)
 
@@ -193,24 +203,40 @@ def test_without_a_mariadb_server_the_private_postgresql_pass_runs_beside(
     dev: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _ci(monkeypatch, mysql=None)
-    pytests = _Pytests(dev, monkeypatch, [0, 0, 0])
+    pytests = _Pytests(dev, monkeypatch, [0, 0, 0, 0])
     assert dev.test([]) == 0
     assert [argv for argv, _ in pytests.front] == [["-m", "pytest", "-m", "not slow"]]
     assert [argv for argv, _ in pytests.beside] == [
-        ["-m", "pytest", "-m", "slow"],
+        ["-m", "pytest", "-m", "(slow) and (not suite)"],
+        ["-m", "pytest", "-m", "(slow) and (suite)"],
         ["-m", "pytest", "-m", "postgresql"],
     ]
 
 
 @pytest.mark.parametrize(
     ("codes", "expected"),
-    [([0, 0, 0, 1], 1), ([0, 0, 3, 0], 3), ([2, 0, 1, 0], 2), ([0, 4, 0, 0], 4), ([0, 0, 0, 0], 0)],
-    ids=["mariadb-fails", "private-fails", "front-fails-first", "slow-fails", "all-pass"],
+    [
+        ([0, 0, 0, 0, 1], 1),
+        ([0, 0, 0, 3, 0], 3),
+        ([2, 0, 0, 1, 0], 2),
+        ([0, 4, 0, 0, 0], 4),
+        ([0, 0, 6, 0, 0], 6),
+        ([0, 0, 0, 0, 0], 0),
+    ],
+    ids=[
+        "mariadb-fails",
+        "private-fails",
+        "front-fails-first",
+        "slow-fails",
+        "suite-fails",
+        "all-pass",
+    ],
 )
 def test_the_runs_exit_code_is_the_first_failing_lanes(
     dev: ModuleType, monkeypatch: pytest.MonkeyPatch, codes: list[int], expected: int
 ) -> None:
-    # codes: the front pytest's, the slow lane's, the private PostgreSQL pass's, MariaDB's.
+    # codes: the front pytest's, the slow lane's, the suites', the private PostgreSQL
+    # pass's, MariaDB's.
     _ci(monkeypatch, mysql=MYSQL)
     _Pytests(dev, monkeypatch, codes)
     assert dev.test([]) == expected
@@ -222,7 +248,7 @@ def test_a_lane_that_selects_no_test_does_not_fail_the_run(
     # `dev.py test tests/unit` under CI: no slow and no PostgreSQL test among those asked for.
     _ci(monkeypatch, mysql=None)
     nothing = dev.NO_TESTS_COLLECTED
-    _Pytests(dev, monkeypatch, [0, nothing, nothing])
+    _Pytests(dev, monkeypatch, [0, nothing, nothing, nothing])
     assert dev.test(["tests/unit"]) == 0
 
 
@@ -231,7 +257,7 @@ def test_a_run_in_which_no_lane_selects_a_test_says_so(
 ) -> None:
     _ci(monkeypatch, mysql=None)
     nothing = dev.NO_TESTS_COLLECTED
-    _Pytests(dev, monkeypatch, [nothing, nothing, nothing])
+    _Pytests(dev, monkeypatch, [nothing, nothing, nothing, nothing])
     assert dev.test(["-k", "no-such-test"]) == nothing
 
 

@@ -34,7 +34,7 @@ from ...framework_suites import (
     with_conftest,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.suite]
 
 RERUNS = 5
 """How often the failed tests run again, on their own, before a failure counts (a CI

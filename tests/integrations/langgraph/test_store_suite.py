@@ -29,7 +29,7 @@ import pytest
 
 from ...framework_suites import DATABASES, migrated_servers, outcomes, release_sources
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.suite]
 
 STORES = Path(__file__).with_name("suite") / "stores.py"
 STORE_TESTS = ("tests/test_store.py", "tests/test_async_store.py")

@@ -38,7 +38,7 @@ from ...framework_suites import (
     with_conftest,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.suite]
 
 STORES = Path(__file__).with_name("suite") / "stores.py"
 STORE_CLASSES = ("SQLiteSession", "SQLAlchemySession")  # AsyncSQLiteSession too
