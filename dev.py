@@ -213,9 +213,9 @@ def test(args: list[str]) -> int:
 def plan(chosen: str | None, *, slow_lane: bool, env: Mapping[str, str]) -> list[Lane]:
     """The lanes of a run of the tests ``chosen`` selects (a marker expression, None for
     all). The slow tests run beside the rest (``slow_lane``), the frameworks' own suites
-    (the ``suite`` marker: minutes each) in a pytest of their own beside those: alone
-    at the end of one slow pytest they kept one core busy and left the other idle for
-    the run's last third. When SECOND_PASS_ENV names
+    (the ``suite`` marker: minutes each) in a pytest of their own beside those: in one
+    slow pytest, it was the run's last lane by minutes, with one core busy and the
+    other idle. When SECOND_PASS_ENV names
     a selection and PostgreSQL runs on a server (CI): that selection again on the private
     PostgreSQL (a second major version) and, with a MariaDB server set, the MariaDB-only
     tests apart. When PORTABLE_PASS_ENV names tests: those with the portable profile.

@@ -219,8 +219,8 @@ before, and the most any call needed was 10, which 10 attempts therefore left to
 now and then (tests/scaleout/test_galera_writers.py saw 4 of 240 calls give up); 30
 leave a margin of about 0.7**20 times that. The waits are capped at the policy's
 ``max_delay``. The cluster's other rules: its named locks are node-local, so migrations
-take turns by a certified row (``migrations/locks.py``), and a read waits for the
-cluster's earlier commits (``GALERA_SYNC_WAIT``, the ledgers' ``read_your_writes``)."""
+take turns by a certified row (``migrations/locks.py``), and a transaction waits for
+the cluster's earlier commits (``GALERA_SYNC_WAIT``, the ledgers' ``read_your_writes``)."""
 
 GALERA_SYNC_WAIT = 15
 """The ``wsrep_sync_wait`` a Galera connection of agentledger's runs with: every kind of
